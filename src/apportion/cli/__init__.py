@@ -1,0 +1,1 @@
+"""The ``apportion`` command line (Typer + Rich)."""

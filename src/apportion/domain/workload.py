@@ -1,0 +1,236 @@
+"""Workloads: the submitted spec, the placement, and the validated spec builder."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from apportion.domain.errors import ValidationError
+from apportion.domain.quantities import GpuRequest, parse_gpu_request
+
+
+class WorkloadClass(enum.StrEnum):
+    RESERVED = "reserved"
+    ELASTIC = "elastic"
+
+
+class TopologyMode(enum.StrEnum):
+    REQUIRED = "required"
+    PREFERRED = "preferred"
+
+
+RESERVED_PRIORITIES = (100, 1000)
+ELASTIC_PRIORITIES = (0, 99)
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    level: str
+    mode: TopologyMode = TopologyMode.REQUIRED
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceShare:
+    """``milli`` of device ``index`` (1000 for a whole device)."""
+
+    index: int
+    milli: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlacement:
+    """Where one pod runs: a node and the device shares it holds."""
+
+    node: str
+    devices: tuple[DeviceShare, ...]
+
+    @property
+    def milli(self) -> int:
+        return sum(d.milli for d in self.devices)
+
+
+Placement = tuple[PodPlacement, ...]
+
+
+def placement_milli(placement: Sequence[PodPlacement]) -> int:
+    return sum(p.milli for p in placement)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """What a user submitted (SPEC section 3). Build it with :func:`make_spec`."""
+
+    name: str
+    team: str
+    wclass: WorkloadClass
+    priority: int
+    request: GpuRequest
+    pods: int = 1
+    min_pods: int = 1
+    gang: bool = False
+    topology: Topology | None = None
+    gpu_type: str | None = None
+    pool: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    requeue_on_preemption: bool = False
+    command: tuple[str, ...] = ()
+    image: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    duration: int | None = None
+
+    @property
+    def is_reserved(self) -> bool:
+        return self.wclass is WorkloadClass.RESERVED
+
+    def charge(self, device_memory_mib: int) -> int:
+        """Milli-GPU per pod on devices of this memory size."""
+        return self.request.charge(device_memory_mib)
+
+    def size(self, device_memory_mib: int) -> int:
+        """pods x per-pod charge."""
+        return self.pods * self.charge(device_memory_mib)
+
+    def min_size(self, device_memory_mib: int) -> int:
+        """min_pods x per-pod charge (what must start together)."""
+        return self.min_pods * self.charge(device_memory_mib)
+
+
+def _int_field(value: object, fname: str, lo: int, hi: int | None, allowed: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise ValidationError(fname, f"must be an integer, got {value!r}", allowed)
+    if value < lo or (hi is not None and value > hi):
+        raise ValidationError(fname, f"{value} is out of range", allowed)
+    return value
+
+
+def _str_map(value: object, fname: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError(fname, "must be a mapping of strings to strings")
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or isinstance(v, dict | list) or v is None:
+            raise ValidationError(f"{fname}.{k}", "keys and values must be strings")
+        out[k] = str(v)
+    return out
+
+
+def make_spec(
+    *,
+    name: object,
+    team: object,
+    wclass: object = "elastic",
+    priority: object = None,
+    gpus: object = None,
+    gpu_memory_mib: object = None,
+    pods: object = 1,
+    min_pods: object = None,
+    gang: object = None,
+    topology: object = None,
+    gpu_type: object = None,
+    pool: object = None,
+    node_selector: object = None,
+    requeue_on_preemption: object = False,
+    command: object = None,
+    image: object = None,
+    env: object = None,
+    labels: object = None,
+    duration: object = None,
+) -> WorkloadSpec:
+    """Validate raw input into a WorkloadSpec; every error names its field."""
+    if not isinstance(name, str) or not 1 <= len(name) <= 255:
+        raise ValidationError("name", f"must be a string of 1-255 characters, got {name!r}")
+    if not isinstance(team, str) or not team:
+        raise ValidationError("team", "must name a team")
+    try:
+        klass = WorkloadClass(wclass)
+    except ValueError:
+        raise ValidationError("class", f"{wclass!r} is not a class", "reserved, elastic") from None
+    if klass is WorkloadClass.RESERVED:
+        lo, hi = RESERVED_PRIORITIES
+        prio = 100 if priority is None else _int_field(
+            priority, "priority", lo, hi, "100-1000 for reserved work"
+        )
+    else:
+        lo, hi = ELASTIC_PRIORITIES
+        prio = 50 if priority is None else _int_field(
+            priority, "priority", lo, hi, "0-99 for elastic work"
+        )
+    request = parse_gpu_request(gpus, gpu_memory_mib)
+    n_pods = _int_field(pods, "pods", 1, None, "an integer >= 1")
+    n_min = n_pods if min_pods is None else _int_field(
+        min_pods, "min_pods", 1, n_pods, f"an integer 1..pods ({n_pods})"
+    )
+    if gang is None:
+        is_gang = n_pods > 1
+    elif isinstance(gang, bool):
+        is_gang = gang
+    else:
+        raise ValidationError("gang", f"must be true or false, got {gang!r}")
+    topo = _parse_topology(topology)
+    for fname, val in (("gpu_type", gpu_type), ("pool", pool), ("image", image)):
+        if val is not None and (not isinstance(val, str) or not val):
+            raise ValidationError(fname, f"must be a non-empty string, got {val!r}")
+    if not isinstance(requeue_on_preemption, bool):
+        raise ValidationError("requeue_on_preemption", "must be true or false")
+    cmd: tuple[str, ...]
+    if command is None:
+        cmd = ()
+    elif isinstance(command, str):
+        cmd = (command,)
+    elif isinstance(command, list | tuple) and all(isinstance(c, str) for c in command):
+        cmd = tuple(command)
+    else:
+        raise ValidationError("command", "must be a string or a list of strings")
+    dur = None if duration is None else _int_field(
+        duration, "duration", 0, None, "seconds >= 0"
+    )
+    return WorkloadSpec(
+        name=name,
+        team=team,
+        wclass=klass,
+        priority=prio,
+        request=request,
+        pods=n_pods,
+        min_pods=n_min,
+        gang=is_gang,
+        topology=topo,
+        gpu_type=gpu_type if isinstance(gpu_type, str) else None,
+        pool=pool if isinstance(pool, str) else None,
+        node_selector=MappingProxyType(_str_map(node_selector, "node_selector")),
+        requeue_on_preemption=requeue_on_preemption,
+        command=cmd,
+        image=image if isinstance(image, str) else None,
+        env=MappingProxyType(_str_map(env, "env")),
+        labels=MappingProxyType(_str_map(labels, "labels")),
+        duration=dur,
+    )
+
+
+def _parse_topology(topology: object) -> Topology | None:
+    if topology is None:
+        return None
+    if isinstance(topology, Topology):
+        return topology
+    if not isinstance(topology, Mapping):
+        raise ValidationError("topology", "must be {level: <label key>, mode: required|preferred}")
+    extra = set(topology) - {"level", "mode"}
+    if extra:
+        raise ValidationError(f"topology.{sorted(extra)[0]}", "unknown key", "level, mode")
+    level = topology.get("level")
+    if not isinstance(level, str) or not level:
+        raise ValidationError("topology.level", "must name a topology level (a label key)")
+    try:
+        mode = TopologyMode(topology.get("mode", "required"))
+    except ValueError:
+        raise ValidationError(
+            "topology.mode", f"{topology.get('mode')!r} is not a mode", "required, preferred"
+        ) from None
+    return Topology(level, mode)

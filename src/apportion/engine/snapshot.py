@@ -1,0 +1,49 @@
+"""The frozen input of a scheduling cycle."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from apportion.domain.cluster import Node, Pool, pool_capacity
+from apportion.domain.lifecycle import Exiting, WorkloadState
+from apportion.domain.org import OrgTree
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything a cycle may look at. ``now`` is seconds (virtual or wall clock).
+
+    ``workloads`` holds the non-terminal workloads (Pending, Queued, Starting,
+    Running); ``exiting`` the preempted attempts still holding devices.
+    ``version`` lets the service refuse to commit a plan made from a stale
+    snapshot.
+    """
+
+    now: int
+    tree: OrgTree
+    pools: Mapping[str, Pool]
+    nodes: tuple[Node, ...]
+    workloads: tuple[WorkloadState, ...]
+    exiting: tuple[Exiting, ...] = ()
+    version: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pools", MappingProxyType(dict(self.pools)))
+
+    def pool_nodes(self, pool: str) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if n.pool == pool)
+
+    def capacity(self, pool: str) -> int:
+        return pool_capacity(self.pool_nodes(pool))
+
+
+@dataclass(frozen=True, slots=True)
+class CycleConfig:
+    """Settings of one cycle. ``cycle_id`` is recorded on every decision."""
+
+    cycle_id: int = 0
+    #: Upper bound on preemption candidates examined for one workload (safety valve).
+    max_victim_candidates: int = 100_000
+    extra: Mapping[str, str] = field(default_factory=dict)

@@ -1,0 +1,55 @@
+import pytest
+
+from apportion.domain.errors import IllegalTransition
+from apportion.domain.lifecycle import ALLOWED, TERMINAL, Status, requeue, submitted, transition
+from apportion.domain.workload import make_spec
+
+
+def spec(**kw):
+    base = {"name": "w", "team": "t", "gpus": 1}
+    base.update(kw)
+    return make_spec(**base)
+
+
+def test_happy_path_records_every_event() -> None:
+    w = submitted(1, spec(), at=0)
+    w = transition(w, Status.QUEUED, 0, pool="main")
+    w = transition(w, Status.STARTING, 1)
+    w = transition(w, Status.RUNNING, 2)
+    w = transition(w, Status.COMPLETED, 10)
+    assert [e.status for e in w.events] == [
+        Status.PENDING, Status.QUEUED, Status.STARTING, Status.RUNNING, Status.COMPLETED
+    ]
+    assert (w.started_at, w.running_at, w.ended_at) == (1, 2, 10)
+
+
+@pytest.mark.parametrize("terminal", sorted(TERMINAL))
+def test_terminal_states_are_final(terminal: Status) -> None:
+    for target in Status:
+        assert (terminal, target) not in ALLOWED
+
+
+def test_illegal_transition_carries_history() -> None:
+    w = submitted(1, spec(), at=0)
+    with pytest.raises(IllegalTransition) as err:
+        transition(w, Status.RUNNING, 5)
+    assert err.value.history == ("Pending@0",)
+    assert "Pending" in str(err.value) and "Running" in str(err.value)
+
+
+def test_pending_cannot_be_preempted() -> None:
+    with pytest.raises(IllegalTransition):
+        transition(submitted(1, spec(), 0), Status.PREEMPTED, 1)
+
+
+def test_requeue_starts_new_attempt_keeping_submission_time() -> None:
+    w = submitted(7, spec(class_="x") if False else spec(requeue_on_preemption=True), at=3)
+    w = transition(w, Status.QUEUED, 3, pool="main")
+    w = transition(w, Status.STARTING, 4)
+    w = transition(w, Status.PREEMPTED, 9, preempted_by=8)
+    w2 = requeue(w, 9)
+    assert w2.status is Status.PENDING and w2.attempt == 2
+    assert w2.submitted_at == 3
+    assert w2.attempts[0].status is Status.PREEMPTED and w2.attempts[0].preempted_by == 8
+    with pytest.raises(IllegalTransition):
+        requeue(w2, 10)

@@ -1,0 +1,71 @@
+import pytest
+
+from apportion.domain.errors import ReservationError, ValidationError
+from apportion.domain.org import Team, build_tree, validate_reservations
+
+
+def seed_tree(**res: int):
+    teams = [
+        Team("research", bursting_priority=3),
+        Team("nlp", parent="research", bursting_priority=2),
+        Team("vision", parent="research"),
+        Team("production", bursting_priority=2, burst_limit_percent=50),
+    ]
+    reservations = {tuple(k.split("__")): v for k, v in res.items()}
+    return build_tree(teams, reservations)
+
+
+def test_paths_children_leaves() -> None:
+    tree = seed_tree()
+    assert tree.path("nlp") == ("nlp", "research")
+    assert tree.children("research") == ("nlp", "vision")
+    assert tree.leaves() == ("nlp", "production", "vision")
+    assert tree.top_level() == ("production", "research")
+
+
+def test_bucket_and_cap() -> None:
+    tree = seed_tree(research__main=24000, nlp__main=16000, production__main=32000)
+    assert tree.bucket("research", "main") == 8000
+    assert tree.bucket("nlp", "main") == 16000
+    assert tree.cap("production", "main") == 48000
+    assert tree.cap("research", "main") is None
+
+
+def test_children_over_parent_refused_with_numbers() -> None:
+    tree = seed_tree(research__main=10000, nlp__main=8000, vision__main=4000)
+    with pytest.raises(ReservationError) as err:
+        validate_reservations(tree, {"main": 100000})
+    assert "12" in str(err.value) and "10" in str(err.value)
+
+
+def test_top_level_over_capacity_refused() -> None:
+    tree = seed_tree(research__main=60000, production__main=30000)
+    with pytest.raises(ReservationError, match="capacity of 80"):
+        validate_reservations(tree, {"main": 80000})
+
+
+def test_valid_reservations_pass() -> None:
+    tree = seed_tree(research__main=48000, nlp__main=32000, production__main=32000)
+    validate_reservations(tree, {"main": 80000})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"slug": "Bad_Slug"}, "slug"),
+        ({"slug": "a", "bursting_priority": 11}, "bursting_priority"),
+        ({"slug": "a", "bursting_priority": 0}, "bursting_priority"),
+        ({"slug": "a", "burst_limit_percent": -5}, "burst_limit_percent"),
+    ],
+)
+def test_team_validation(kwargs: dict, field: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        Team(**kwargs)
+    assert err.value.field == field
+
+
+def test_unknown_parent_and_duplicates() -> None:
+    with pytest.raises(ValidationError, match="does not exist"):
+        build_tree([Team("a", parent="ghost")])
+    with pytest.raises(ValidationError, match="defined twice"):
+        build_tree([Team("a"), Team("a")])

@@ -37,6 +37,7 @@ class Decision:
     by: int | None = None
     milli: int = 0
     exits_at: int | None = None
+    head_since: int | None = None
     message: str = ""
 
     def to_dict(self) -> dict[str, Any]:

@@ -199,7 +199,9 @@ def requeue(state: WorkloadState, at: int, cause: str = "", message: str = "") -
     submission time (its place in line) and the full duration.
     """
     if state.status is not Status.PREEMPTED:
-        raise IllegalTransition(state.name, state.status.value, "Pending (requeue)", state.history())
+        raise IllegalTransition(
+            state.name, state.status.value, "Pending (requeue)", state.history()
+        )
     done = Attempt(
         attempt=state.attempt,
         status=state.status,
@@ -210,7 +212,8 @@ def requeue(state: WorkloadState, at: int, cause: str = "", message: str = "") -
         ended_at=state.ended_at,
         preempted_by=state.preempted_by,
     )
-    event = Event(at, state.attempt + 1, Status.PENDING, cause, message or "requeued after preemption")
+    note = message or "requeued after preemption"
+    event = Event(at, state.attempt + 1, Status.PENDING, cause, note)
     return replace(
         state,
         status=Status.PENDING,

@@ -90,9 +90,9 @@ class OrgTree:
                 path.append(parent)
                 parent = teams[parent].parent
             paths[slug] = tuple(path)
-        for (team, _pool), milli in self.reservations.items():
-            if team not in teams:
-                raise ValidationError("reservations", f"team {team!r} does not exist")
+        for (owner, _pool), milli in self.reservations.items():
+            if owner not in teams:
+                raise ValidationError("reservations", f"team {owner!r} does not exist")
             if milli < 0:
                 raise ValidationError("reservations", f"must be >= 0, got {milli}")
         object.__setattr__(self, "teams", MappingProxyType(teams))

@@ -150,7 +150,7 @@ def make_spec(
     if not isinstance(team, str) or not team:
         raise ValidationError("team", "must name a team")
     try:
-        klass = WorkloadClass(wclass)
+        klass = WorkloadClass(str(wclass))
     except ValueError:
         raise ValidationError("class", f"{wclass!r} is not a class", "reserved, elastic") from None
     if klass is WorkloadClass.RESERVED:

@@ -1,0 +1,306 @@
+"""The device book: per-device usage of one pool, its scopes and its undo log.
+
+Per device the book keeps three numbers in milli-GPU:
+
+* ``stay``     physical use by pods that keep running (Starting/Running, trials);
+* ``exiting``  physical use by preempted victims still inside their grace;
+* ``claimed``  the sum of claims (nominations and starvation holds).
+
+What a device offers to new pods of an owner without claims is
+``avail = 1000 - stay - max(exiting, claimed)`` (0 on nodes that are not
+ready): claims are a promise on the capacity that exiting victims will free,
+so they only cost extra where they exceed it. An owner's own claims are taken
+out for its requests (see ``release_claims``), which gives the rule of the
+brief: ``1000 - stay - max(exiting, claimed - own)``.
+
+Every change goes through :meth:`DeviceBook.set_device`, which updates the
+scopes containing the device's node and, while a checkpoint is held, logs the
+old values so :meth:`DeviceBook.undo_to` restores the exact previous state.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Mapping
+
+from apportion.domain.cluster import Node, NodeState, Pool
+from apportion.domain.workload import Placement
+from apportion.engine.placement.index import FULL, ScopeIndex
+from apportion.engine.placement.types import Owner
+
+#: A node filter: (gpu type or None, sorted node-selector items).
+FilterKey = tuple[str | None, tuple[tuple[str, str], ...]]
+#: Label constraints of a scope: sorted (label, value) pairs.
+Constraints = tuple[tuple[str, str], ...]
+#: One occupancy record: (device id, milli, is exiting).
+OccRecord = tuple[int, int, bool]
+#: A claim: the placement as given, and (device id, milli) per share.
+ClaimRecord = tuple[Placement, tuple[tuple[int, int], ...]]
+
+ALL_NODES: FilterKey = (None, ())
+_DeviceEntry = tuple[int, int, int, int]
+_OccEntry = tuple[Owner, tuple[OccRecord, ...] | None]
+_ClaimEntry = tuple[Owner, ClaimRecord | None, None]
+_LogEntry = _DeviceEntry | _OccEntry | _ClaimEntry
+
+
+class DeviceBook:
+    """Devices of one pool, with incremental scope indexes and an undo log."""
+
+    def __init__(self, pool: Pool, nodes: Iterable[Node]) -> None:
+        """Number nodes by name and devices by (node name, index); index the pool."""
+        self.pool = pool
+        self.nodes: list[Node] = sorted(nodes, key=lambda n: n.name)
+        self.rank: dict[str, int] = {}
+        self.first_dev: list[int] = []
+        self.dev_node: list[int] = []
+        self.dev_index: list[int] = []
+        for rank, node in enumerate(self.nodes):
+            if node.name in self.rank:
+                raise ValueError(f"node {node.name!r} given twice")
+            if node.pool != pool.name:
+                raise ValueError(f"node {node.name!r} is in pool {node.pool!r}, not {pool.name!r}")
+            self.rank[node.name] = rank
+            self.first_dev.append(len(self.dev_node))
+            self.dev_node.extend([rank] * node.gpus)
+            self.dev_index.extend(range(node.gpus))
+        devices = len(self.dev_node)
+        self.is_ready = [n.state is NodeState.READY for n in self.nodes]
+        self.stay = [0] * devices
+        self.exiting = [0] * devices
+        self.claimed = [0] * devices
+        self.exiting_devs: set[int] = set()
+        self.avail = [FULL if self.is_ready[self.dev_node[g]] else 0 for g in range(devices)]
+        self.full_devs: list[list[int]] = [
+            list(range(self.first_dev[r], self.first_dev[r] + n.gpus)) if self.is_ready[r] else []
+            for r, n in enumerate(self.nodes)
+        ]
+        self.node_scopes: list[list[ScopeIndex]] = [[] for _ in self.nodes]
+        self.scopes: dict[tuple[FilterKey, Constraints], ScopeIndex] = {}
+        self.occupancy: dict[Owner, tuple[OccRecord, ...]] = {}
+        self.claims: dict[Owner, ClaimRecord] = {}
+        self._filters: dict[FilterKey, FilterKey | None] = {}
+        self._domain_values: dict[tuple[FilterKey, Constraints, str], tuple[str, ...]] = {}
+        self._static: dict[tuple[FilterKey, Constraints], tuple[tuple[int, int], ...]] = {}
+        self._log: list[_LogEntry] = []
+        self._log_base = 0
+        self._marks: list[int] = []
+
+    # -- node filters and scopes -------------------------------------------
+    def node_gpu_type(self, node: Node) -> str | None:
+        return node.gpu_type if node.gpu_type is not None else self.pool.gpu_type
+
+    def filter_key(self, gpu_type: str | None, selector: Mapping[str, str]) -> FilterKey | None:
+        """Canonical filter for a request: ALL_NODES if every node matches,
+        None if no node does (then nothing can ever be placed)."""
+        key: FilterKey = (gpu_type, tuple(sorted(selector.items())))
+        if key == ALL_NODES:
+            return ALL_NODES
+        if key not in self._filters:
+            matching = sum(1 for n in self.nodes if self._matches(n, key, ()))
+            canon: FilterKey | None = key
+            if matching == 0:
+                canon = None
+            elif matching == len(self.nodes):
+                canon = ALL_NODES
+            self._filters[key] = canon
+        return self._filters[key]
+
+    def _matches(self, node: Node, fkey: FilterKey, constraints: Constraints) -> bool:
+        gpu_type, selector = fkey
+        if gpu_type is not None and self.node_gpu_type(node) != gpu_type:
+            return False
+        labels = node.labels
+        return all(labels.get(k) == v for k, v in selector) and all(
+            labels.get(k) == v for k, v in constraints
+        )
+
+    def member_nodes(self, fkey: FilterKey, constraints: Constraints) -> list[int]:
+        """Ranks of all nodes (any state) matching a filter and label constraints."""
+        return [r for r, n in enumerate(self.nodes) if self._matches(n, fkey, constraints)]
+
+    def scope(self, fkey: FilterKey, constraints: Constraints = ()) -> ScopeIndex:
+        """The index of the ready nodes matching ``fkey`` and ``constraints``.
+
+        Built on first use (one pass over the nodes), then kept current by
+        every device change.
+        """
+        key = (fkey, constraints)
+        found = self.scopes.get(key)
+        if found is not None:
+            return found
+        index = ScopeIndex(key)
+        for rank in self.member_nodes(fkey, constraints):
+            if not self.is_ready[rank]:
+                continue
+            first = self.first_dev[rank]
+            devs = range(first, first + self.nodes[rank].gpus)
+            index.add_node(rank, [(g, self.avail[g]) for g in devs], len(self.full_devs[rank]))
+            self.node_scopes[rank].append(index)
+        self.scopes[key] = index
+        return index
+
+    def domain_values(
+        self, fkey: FilterKey, constraints: Constraints, level: str
+    ) -> tuple[str, ...]:
+        """Sorted values of label ``level`` among matching nodes that are not down."""
+        key = (fkey, constraints, level)
+        found = self._domain_values.get(key)
+        if found is None:
+            found = tuple(
+                sorted(
+                    {
+                        self.nodes[r].labels[level]
+                        for r in self.member_nodes(fkey, constraints)
+                        if level in self.nodes[r].labels
+                        and self.nodes[r].state is not NodeState.DOWN
+                    }
+                )
+            )
+            self._domain_values[key] = found
+        return found
+
+    def static_hist(self, fkey: FilterKey, constraints: Constraints) -> tuple[tuple[int, int], ...]:
+        """(gpus per node, node count) over matching nodes that are not down,
+        largest first: what an empty scope could hold (cordoned nodes count)."""
+        key = (fkey, constraints)
+        found = self._static.get(key)
+        if found is None:
+            counts: dict[int, int] = {}
+            for r in self.member_nodes(fkey, constraints):
+                node = self.nodes[r]
+                if node.state is not NodeState.DOWN and node.gpus:
+                    counts[node.gpus] = counts.get(node.gpus, 0) + 1
+            found = tuple(sorted(counts.items(), reverse=True))
+            self._static[key] = found
+        return found
+
+    # -- devices --------------------------------------------------------------
+    def device_id(self, node: str, index: int) -> int:
+        """Device id of ``node``/``index``; ValueError if the pool has no such device."""
+        rank = self.rank.get(node)
+        if rank is None:
+            raise ValueError(f"node {node!r} is not in pool {self.pool.name!r}")
+        if not 0 <= index < self.nodes[rank].gpus:
+            raise ValueError(f"node {node!r} has no device {index}")
+        return self.first_dev[rank] + index
+
+    def set_device(self, g: int, stay: int, exiting: int, claimed: int) -> None:
+        """Set a device's three numbers, re-index it, and log the old values."""
+        if self._marks:
+            self._log.append((g, self.stay[g], self.exiting[g], self.claimed[g]))
+        self.stay[g], self.exiting[g], self.claimed[g] = stay, exiting, claimed
+        if exiting:
+            self.exiting_devs.add(g)
+        else:
+            self.exiting_devs.discard(g)
+        node = self.dev_node[g]
+        if not self.is_ready[node]:
+            return
+        new = max(0, FULL - stay - max(exiting, claimed))
+        old = self.avail[g]
+        if new == old:
+            return
+        self.avail[g] = new
+        if old == FULL or new == FULL:
+            self._full_changed(node, g, new == FULL)
+        for index in self.node_scopes[node]:
+            index.device_changed(g, old, new)
+
+    def _full_changed(self, node: int, g: int, is_full: bool) -> None:
+        devs = self.full_devs[node]
+        before = len(devs)
+        if is_full:
+            insort(devs, g)
+        else:
+            del devs[bisect_left(devs, g)]
+        for index in self.node_scopes[node]:
+            index.node_full_changed(node, before, len(devs))
+
+    def add_stay(self, g: int, milli: int) -> None:
+        self.set_device(g, self.stay[g] + milli, self.exiting[g], self.claimed[g])
+
+    # -- owners' records (logged) -------------------------------------------
+    def set_occupancy(self, owner: Owner, records: tuple[OccRecord, ...]) -> None:
+        if self._marks:
+            self._log.append((owner, self.occupancy.get(owner)))
+        if records:
+            self.occupancy[owner] = records
+        else:
+            self.occupancy.pop(owner, None)
+
+    def set_claim(self, owner: Owner, record: ClaimRecord | None) -> None:
+        if self._marks:
+            self._log.append((owner, self.claims.get(owner), None))
+        if record is None:
+            self.claims.pop(owner, None)
+        else:
+            self.claims[owner] = record
+
+    def release_claims(self, owner: Owner) -> None:
+        """Take ``owner``'s claims off the devices (its record stays)."""
+        record = self.claims.get(owner)
+        if record is None:
+            return
+        for g, milli in record[1]:
+            self.set_device(g, self.stay[g], self.exiting[g], self.claimed[g] - milli)
+
+    def ignore_exiting(self) -> None:
+        """Treat exiting victims as gone (they will free their devices): each
+        device then offers ``1000 - stay - claims``. Call under a mark."""
+        for g in sorted(self.exiting_devs):
+            self.set_device(g, self.stay[g], 0, self.claimed[g])
+
+    # -- undo log -----------------------------------------------------------
+    def mark(self) -> int:
+        """Start logging; returns a token for :meth:`undo_to`."""
+        token = self._log_base + len(self._log)
+        self._marks.append(token)
+        return token
+
+    def has_mark(self, token: int) -> bool:
+        return token in self._marks
+
+    def undo_to(self, token: int, *, keep_mark: bool) -> None:
+        """Undo every change since ``token``; drop later marks (and this one
+        unless ``keep_mark``)."""
+        if token not in self._marks:
+            raise ValueError(f"unknown or released checkpoint {token}")
+        keep = token - self._log_base
+        log = self._log
+        while len(log) > keep:
+            entry = log.pop()
+            # Entries are told apart by length: 4 device, 2 occupancy, 3 claim.
+            if len(entry) == 4:
+                self._restore_device(*entry)
+            elif len(entry) == 2:
+                owner, occ = entry
+                if occ is None:
+                    self.occupancy.pop(owner, None)
+                else:
+                    self.occupancy[owner] = occ
+            else:
+                owner, claim, _ = entry
+                if claim is None:
+                    self.claims.pop(owner, None)
+                else:
+                    self.claims[owner] = claim
+        self._marks = [m for m in self._marks if m < token or (keep_mark and m == token)]
+        self._trim()
+
+    def release_mark(self, token: int) -> None:
+        """Accept the changes since ``token``; forget the log when no mark remains."""
+        if token not in self._marks:
+            raise ValueError(f"unknown or released checkpoint {token}")
+        self._marks = [m for m in self._marks if m < token]
+        self._trim()
+
+    def _trim(self) -> None:
+        if not self._marks:
+            self._log_base += len(self._log)
+            self._log.clear()
+
+    def _restore_device(self, g: int, stay: int, exiting: int, claimed: int) -> None:
+        marks, self._marks = self._marks, []
+        self.set_device(g, stay, exiting, claimed)
+        self._marks = marks

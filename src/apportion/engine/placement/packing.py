@@ -1,0 +1,66 @@
+"""Packing pods into one scope, one after another on the evolving state.
+
+SPEC 5: a shared pod goes to the device with the least free milli that still
+fits (partial devices first, so whole devices stay free); if no partial device
+fits, it takes a fully free device on the node with the fewest fully free
+devices (the same choice as a 1-GPU pod). A whole-GPU pod of N takes the N
+lowest-indexed fully free devices of the node with the fewest fully free
+devices that still has N. Ties break by node name, then device index.
+"""
+
+from __future__ import annotations
+
+from apportion.domain.workload import DeviceShare, Placement, PodPlacement
+from apportion.engine.placement.book import DeviceBook
+from apportion.engine.placement.index import FULL, ScopeIndex
+from apportion.engine.placement.types import Counters, PlacementRequest
+
+
+def pick_devices(
+    book: DeviceBook, scope: ScopeIndex, req: PlacementRequest
+) -> list[tuple[int, int]] | None:
+    """(device id, milli) for the next pod of ``req`` in ``scope``, or None."""
+    if req.whole_devices:
+        node = scope.tightest_node(req.whole_devices)
+        if node is None:
+            return None
+        return [(g, FULL) for g in book.full_devs[node][: req.whole_devices]]
+    charge = req.charge
+    if not 0 < charge <= FULL:
+        return None
+    g = scope.best_partial(charge) if charge < FULL else None
+    if g is None:
+        node = scope.tightest_node(1)
+        if node is None:
+            return None
+        g = book.full_devs[node][0]
+    return [(g, charge)]
+
+
+def pack(
+    book: DeviceBook,
+    scope: ScopeIndex,
+    req: PlacementRequest,
+    count: int,
+    counters: Counters,
+) -> Placement:
+    """Place ``count`` pods of ``req`` in ``scope``, each seen by the next.
+
+    The pods are applied to ``book`` as trial use (the caller holds a mark and
+    undoes it). ``count`` must not exceed ``scope.fit_count``; the index makes
+    that exact, so running out early is a bug (AssertionError).
+    """
+    pods: list[PodPlacement] = []
+    for number in range(count):
+        chosen = pick_devices(book, scope, req)
+        if chosen is None:
+            raise AssertionError(f"index promised {count} pods, only {number} placed")
+        counters.nodes_examined += 1
+        counters.devices_examined += len(chosen)
+        node = book.nodes[book.dev_node[chosen[0][0]]].name
+        shares = tuple(DeviceShare(book.dev_index[g], milli) for g, milli in chosen)
+        pods.append(PodPlacement(node, shares))
+        if number + 1 < count:
+            for g, milli in chosen:
+                book.add_stay(g, milli)
+    return tuple(pods)

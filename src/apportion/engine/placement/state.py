@@ -1,0 +1,267 @@
+"""ClusterState: a mutable working copy of one pool's devices (SPEC 5, 6.4-6.7).
+
+Occupancy is the physical use of devices: Starting/Running pods (``occupy``)
+and preempted victims still inside their grace (``occupy_exiting``,
+``mark_exiting``). Claims (``claim``) reserve capacity for an owner:
+nominations (6.6) and starvation holds (6.7). Per device, with ``stay`` the
+use by non-exiting pods, ``exiting`` the use by exiting victims and
+``claims`` the sum of claims, an owner O may use now
+``1000 - stay - max(exiting, claims - claims of O on the device)`` milli, and
+nothing on a node that is not ready.
+
+Queries (``place``, ``can_ever_place``, ``free_milli``, ...) change nothing
+observable. Trials use ``checkpoint``/``rollback``/``commit_checkpoint``: every
+change since a checkpoint is logged and undone exactly (KAI-Scheduler's
+statement idea). Everything is deterministic: ties break by node name and
+device index, never by set or dict order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from apportion.domain.cluster import Node, Pool, pool_capacity
+from apportion.domain.workload import Placement
+from apportion.engine.placement.book import ALL_NODES, DeviceBook, OccRecord
+from apportion.engine.placement.feasibility import never_result
+from apportion.engine.placement.index import FULL
+from apportion.engine.placement.packing import pack
+from apportion.engine.placement.topology import Choice, choose
+from apportion.engine.placement.types import (
+    Counters,
+    Owner,
+    PlacementRequest,
+    PlacementResult,
+)
+
+
+class ClusterState:
+    """Devices of one pool: occupancy, claims, placement queries and trials."""
+
+    def __init__(self, pool: Pool, nodes: Iterable[Node]) -> None:
+        """Index ``nodes`` (of ``pool``, any state; ValueError for another pool's
+        node or a duplicate). Scopes for the pool's topology levels are built now;
+        other levels and filters on first use."""
+        node_list = list(nodes)
+        self.pool = pool
+        self.counters = Counters()
+        self.capacity: int = pool_capacity(node_list)
+        self._book = DeviceBook(pool, node_list)
+        self._book.scope(ALL_NODES)
+        for level in pool.topology:
+            for value in self._book.domain_values(ALL_NODES, (), level):
+                self._book.scope(ALL_NODES, ((level, value),))
+
+    # -- occupancy ------------------------------------------------------------
+    def occupy(self, owner: Owner, placement: Placement) -> None:
+        """Record ``placement`` as Starting/Running pods of ``owner``.
+
+        Allowed on cordoned and down nodes (existing work is never refused);
+        ValueError if a device would exceed 1000 milli of physical use, or
+        names an unknown node/device. Adds to what ``owner`` already occupies.
+        """
+        self._occupy(owner, placement, is_exiting=False)
+
+    def occupy_exiting(self, owner: Owner, placement: Placement) -> None:
+        """Record ``placement`` as held by a preempted victim inside its grace."""
+        self._occupy(owner, placement, is_exiting=True)
+
+    def _occupy(self, owner: Owner, placement: Placement, *, is_exiting: bool) -> None:
+        book = self._book
+        shares = self._shares(placement)
+        for g, milli in shares.items():
+            used = book.stay[g] + book.exiting[g] + milli
+            if used > FULL:
+                node = book.nodes[book.dev_node[g]].name
+                raise ValueError(
+                    f"device {node}/{book.dev_index[g]} would hold {used} milli-GPU (> 1000)"
+                )
+        for g, milli in shares.items():
+            stay, exiting = book.stay[g], book.exiting[g]
+            if is_exiting:
+                exiting += milli
+            else:
+                stay += milli
+            book.set_device(g, stay, exiting, book.claimed[g])
+        added = tuple((g, milli, is_exiting) for g, milli in shares.items())
+        book.set_occupancy(owner, book.occupancy.get(owner, ()) + added)
+
+    def mark_exiting(self, owner: Owner) -> None:
+        """``owner``'s occupied pods become exiting (a victim with grace > 0)."""
+        book = self._book
+        records = book.occupancy.get(owner, ())
+        for g, milli, is_exiting in records:
+            if not is_exiting:
+                book.set_device(g, book.stay[g] - milli, book.exiting[g] + milli, book.claimed[g])
+        if records:
+            book.set_occupancy(owner, tuple((g, m, True) for g, m, _ in records))
+
+    def vacate(self, owner: Owner) -> None:
+        """Remove all occupancy (normal or exiting) of ``owner``; no-op if none."""
+        book = self._book
+        records: tuple[OccRecord, ...] = book.occupancy.get(owner, ())
+        for g, milli, is_exiting in records:
+            if is_exiting:
+                book.set_device(g, book.stay[g], book.exiting[g] - milli, book.claimed[g])
+            else:
+                book.set_device(g, book.stay[g] - milli, book.exiting[g], book.claimed[g])
+        if records:
+            book.set_occupancy(owner, ())
+
+    # -- claims ---------------------------------------------------------------
+    def claim(self, owner: Owner, placement: Placement) -> None:
+        """Reserve ``placement`` for ``owner`` (replacing any claim it had).
+
+        Claims may overlap exiting victims (they wait for that capacity) and,
+        for starvation holds, even running work; ``can_start_on_claim`` says
+        when the owner can start.
+        """
+        self.unclaim(owner)
+        book = self._book
+        shares = self._shares(placement)
+        for g, milli in shares.items():
+            book.set_device(g, book.stay[g], book.exiting[g], book.claimed[g] + milli)
+        book.set_claim(owner, (placement, tuple(shares.items())))
+
+    def unclaim(self, owner: Owner) -> None:
+        """Drop ``owner``'s claim; no-op if none."""
+        book = self._book
+        if owner in book.claims:
+            book.release_claims(owner)
+            book.set_claim(owner, None)
+
+    def claim_of(self, owner: Owner) -> Placement:
+        """The placement claimed for ``owner``, () if none."""
+        record = self._book.claims.get(owner)
+        return () if record is None else record[0]
+
+    def can_start_on_claim(self, owner: Owner) -> bool:
+        """True if ``owner`` has a claim whose devices are physically free now
+        (stay + exiting + own claim <= 1000), all other claims on them stay
+        satisfiable (stay + all claims <= 1000), and whose nodes are ready."""
+        book = self._book
+        record = book.claims.get(owner)
+        if record is None:
+            return False
+        for g, milli in record[1]:
+            stay = book.stay[g]
+            if not book.is_ready[book.dev_node[g]]:
+                return False
+            if stay + book.exiting[g] + milli > FULL or stay + book.claimed[g] > FULL:
+                return False
+        return True
+
+    # -- queries ----------------------------------------------------------------
+    def place(
+        self,
+        req: PlacementRequest,
+        *,
+        domain: tuple[str, str] | None = None,
+        allow_exiting: bool = False,
+    ) -> PlacementResult:
+        """Where ``req`` would go now (nothing changes).
+
+        ``domain=(level, value)`` restricts the search to nodes whose label
+        ``level`` is ``value``; permanent failures then refer to that domain.
+        Pods are placed one after another on the evolving state: at least
+        ``min_pods`` and as many as fit up to ``pods``, or none. ``req.owner``
+        may use capacity claimed for it. ``allow_exiting`` treats exiting
+        victims as gone (for preemption searches and nominations: the result
+        may then lie on devices they still hold; claim it, do not occupy it).
+        """
+        _check_request(req)
+        book = self._book
+        fkey = book.filter_key(req.gpu_type, req.node_selector)
+        base = () if domain is None else (domain,)
+        if fkey is None:
+            never = never_result(book, req, None, base)
+            assert never is not None
+            return never
+        token = book.mark()
+        try:
+            book.release_claims(req.owner)
+            if allow_exiting:
+                book.ignore_exiting()
+            choice = choose(book, req, fkey, base, self.counters)
+            if not isinstance(choice, Choice):
+                return choice
+            free = choice.scope.free_total
+            pods = pack(book, choice.scope, req, choice.count, self.counters)
+        finally:
+            book.undo_to(token, keep_mark=False)
+        self.counters.placements += 1
+        return PlacementResult(
+            pods=pods, domain=choice.domain, fitting_pods=choice.count, free_milli=free
+        )
+
+    def can_ever_place(self, req: PlacementRequest) -> PlacementResult | None:
+        """None if an empty pool (nodes not down; cordoned count) could hold
+        ``req``; else NO_NODE_FITS or TOPOLOGY_UNSATISFIABLE with a message."""
+        _check_request(req)
+        book = self._book
+        return never_result(book, req, book.filter_key(req.gpu_type, req.node_selector), ())
+
+    def domains(self, level: str) -> tuple[str, ...]:
+        """Sorted values of label ``level`` among the pool's nodes (any state)."""
+        return tuple(
+            sorted({n.labels[level] for n in self._book.nodes if level in n.labels})
+        )
+
+    def free_milli(self, owner: Owner | None = None, *, allow_exiting: bool = False) -> int:
+        """Milli-GPU ``owner`` could use now on ready nodes (its claims count as
+        free; with ``allow_exiting``, so do devices held by exiting victims)."""
+        book = self._book
+        if not allow_exiting and (owner is None or owner not in book.claims):
+            return book.scope(ALL_NODES).free_total
+        token = book.mark()
+        try:
+            if owner is not None:
+                book.release_claims(owner)
+            if allow_exiting:
+                book.ignore_exiting()
+            return book.scope(ALL_NODES).free_total
+        finally:
+            book.undo_to(token, keep_mark=False)
+
+    def device_used(self, node: str, index: int) -> int:
+        """Physical milli-GPU in use on a device (running plus exiting pods)."""
+        g = self._book.device_id(node, index)
+        return self._book.stay[g] + self._book.exiting[g]
+
+    # -- trials -----------------------------------------------------------------
+    def checkpoint(self) -> int:
+        """A token; every change after it can be undone with ``rollback``."""
+        return self._book.mark()
+
+    def rollback(self, token: int) -> None:
+        """Undo every change since ``checkpoint`` returned ``token``.
+
+        The token stays valid (try, roll back, try again); later tokens do not.
+        """
+        self._book.undo_to(token, keep_mark=True)
+        self.counters.rollbacks += 1
+
+    def commit_checkpoint(self, token: int) -> None:
+        """Keep the changes since ``token`` and release it (and later tokens).
+        When no checkpoint remains, the undo log is dropped."""
+        self._book.release_mark(token)
+
+    # -- helpers ------------------------------------------------------------------
+    def _shares(self, placement: Placement) -> dict[int, int]:
+        """Milli per device id over all pods of ``placement`` (ValueError if bad)."""
+        shares: dict[int, int] = {}
+        for pod in placement:
+            for share in pod.devices:
+                if share.milli <= 0:
+                    raise ValueError(f"share of {pod.node}/{share.index} must be > 0")
+                g = self._book.device_id(pod.node, share.index)
+                shares[g] = shares.get(g, 0) + share.milli
+        return shares
+
+
+def _check_request(req: PlacementRequest) -> None:
+    """Bad input at the boundary is a bug of the caller: ValueError."""
+    if req.pods < 1 or not 1 <= req.min_pods <= req.pods:
+        raise ValueError(f"need 1 <= min_pods <= pods, got {req.min_pods}/{req.pods}")
+    if req.whole_devices < 0 or (req.whole_devices == 0 and req.charge <= 0):
+        raise ValueError(f"bad request size: charge {req.charge}, whole {req.whole_devices}")

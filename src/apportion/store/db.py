@@ -1,0 +1,134 @@
+"""The database: engines, transactions and migrations.
+
+- ``Database.write()`` opens ONE write transaction; the service layer uses one
+  per command or committed plan. Repositories never commit.
+- SQLite (the default) runs in WAL mode; write transactions start with
+  ``BEGIN IMMEDIATE`` so two writers never deadlock on a lock upgrade, and a
+  process-wide lock keeps this process's writers from busy-waiting on each other.
+- PostgreSQL (psycopg 3) uses READ COMMITTED; conflicts are resolved by
+  conditional updates (versions) and row locks (the scheduler lease).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
+
+
+def normalize_url(url: str) -> str:
+    """Map ``postgresql://`` and ``postgres://`` to the psycopg 3 driver."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://"):]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    return url
+
+
+def _sqlite_engine(url: str, begin: str) -> Engine:
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": 30},
+        pool_size=16,
+        max_overflow=16,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql(begin)
+
+    return engine
+
+
+class Database:
+    """Engines and transaction scopes for one database URL."""
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        self.url = normalize_url(url)
+        parsed = make_url(self.url)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        if self.is_sqlite:
+            db_path = parsed.database
+            if db_path and db_path != ":memory:":
+                Path(db_path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self.engine = _sqlite_engine(self.url, "BEGIN IMMEDIATE")
+            self.read_engine = _sqlite_engine(self.url, "BEGIN")
+        else:
+            self.engine = create_engine(
+                self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+            )
+            self.read_engine = self.engine
+        self._writes = sessionmaker(self.engine, expire_on_commit=False)
+        self._reads = sessionmaker(self.read_engine, expire_on_commit=False)
+        self._write_lock = threading.Lock() if self.is_sqlite else None
+
+    @property
+    def backend(self) -> str:
+        return "sqlite" if self.is_sqlite else "postgresql"
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """One write transaction: commits on success, rolls back on any exception."""
+        if self._write_lock is not None:
+            with self._write_lock, self._writes.begin() as session:
+                yield session
+        else:
+            with self._writes.begin() as session:
+                yield session
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A read-only transaction (rolled back at the end)."""
+        session = self._reads()
+        try:
+            with session.begin():
+                yield session
+                session.rollback()
+        finally:
+            session.close()
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest revision (Alembic ``upgrade head``)."""
+        cfg = alembic_config()
+        with self.engine.connect() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+            conn.commit()
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+        if self.read_engine is not self.engine:
+            self.read_engine.dispose()
+
+
+def alembic_config() -> Config:
+    """Alembic configuration pointing at the migrations shipped in this package."""
+    cfg = Config()
+    location = resources.files("apportion.store") / "migrations"
+    cfg.set_main_option("script_location", str(location))
+    return cfg
+
+
+def make_disposable_engine(url: str) -> Engine:
+    """An engine without a pool, for one-off admin work (tests, backups)."""
+    return create_engine(normalize_url(url), poolclass=NullPool)

@@ -1,0 +1,120 @@
+"""Organizations, teams, reservations, pools and nodes."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from apportion.domain.errors import NotFound
+from apportion.store.models import NodeRow, OrgRow, PoolRow, ReservationRow, TeamRow
+
+
+def get_org(session: Session, org_id: int) -> OrgRow:
+    row = session.get(OrgRow, org_id)
+    if row is None:
+        raise NotFound("organization", str(org_id))
+    return row
+
+
+def find_org(session: Session, slug: str) -> OrgRow | None:
+    return session.scalar(select(OrgRow).where(OrgRow.slug == slug))
+
+
+def list_orgs(session: Session) -> list[OrgRow]:
+    return list(session.scalars(select(OrgRow).order_by(OrgRow.id)))
+
+
+def bump_sched_version(session: Session, org_id: int) -> None:
+    """Mark the scheduling input as changed: plans from older snapshots won't commit."""
+    session.execute(
+        update(OrgRow).where(OrgRow.id == org_id).values(sched_version=OrgRow.sched_version + 1)
+    )
+
+
+def advance_if_current(
+    session: Session, org_id: int, expected: int, cycle_id: int, now: float
+) -> bool:
+    """Conditional update: True (and the version advanced) only if the org's
+    scheduling version is still ``expected``."""
+    res = session.execute(
+        update(OrgRow)
+        .where(OrgRow.id == org_id, OrgRow.sched_version == expected)
+        .values(sched_version=expected + 1, last_cycle=cycle_id, last_cycle_at=now)
+    )
+    return bool(res.rowcount)  # type: ignore[attr-defined]
+
+
+# -- teams ---------------------------------------------------------------
+def list_teams(session: Session, org_id: int) -> list[TeamRow]:
+    return list(session.scalars(select(TeamRow).where(TeamRow.org_id == org_id)
+                                .order_by(TeamRow.slug)))
+
+
+def find_team(session: Session, org_id: int, slug: str) -> TeamRow | None:
+    return session.scalar(select(TeamRow).where(TeamRow.org_id == org_id, TeamRow.slug == slug))
+
+
+def get_team(session: Session, org_id: int, slug: str) -> TeamRow:
+    row = find_team(session, org_id, slug)
+    if row is None:
+        raise NotFound("team", slug)
+    return row
+
+
+# -- reservations --------------------------------------------------------------
+def list_reservations(
+    session: Session, org_id: int, team: str | None = None, pool: str | None = None
+) -> list[ReservationRow]:
+    q = select(ReservationRow).where(ReservationRow.org_id == org_id)
+    if team is not None:
+        q = q.where(ReservationRow.team == team)
+    if pool is not None:
+        q = q.where(ReservationRow.pool == pool)
+    return list(session.scalars(q.order_by(ReservationRow.team, ReservationRow.pool)))
+
+
+def find_reservation(session: Session, org_id: int, team: str, pool: str) -> ReservationRow | None:
+    return session.get(ReservationRow, (org_id, team, pool))
+
+
+def delete_reservations_of_team(session: Session, org_id: int, team: str) -> None:
+    session.execute(
+        delete(ReservationRow).where(ReservationRow.org_id == org_id, ReservationRow.team == team)
+    )
+
+
+# -- pools and nodes --------------------------------------------------------------
+def list_pools(session: Session, org_id: int) -> list[PoolRow]:
+    return list(session.scalars(select(PoolRow).where(PoolRow.org_id == org_id)
+                                .order_by(PoolRow.name)))
+
+
+def find_pool(session: Session, org_id: int, name: str) -> PoolRow | None:
+    return session.scalar(select(PoolRow).where(PoolRow.org_id == org_id, PoolRow.name == name))
+
+
+def get_pool(session: Session, org_id: int, name: str) -> PoolRow:
+    row = find_pool(session, org_id, name)
+    if row is None:
+        raise NotFound("pool", name)
+    return row
+
+
+def list_nodes(
+    session: Session, org_id: int, pool: str | None = None
+) -> list[NodeRow]:
+    q = select(NodeRow).where(NodeRow.org_id == org_id)
+    if pool is not None:
+        q = q.where(NodeRow.pool == pool)
+    return list(session.scalars(q.order_by(NodeRow.name)))
+
+
+def find_node(session: Session, org_id: int, name: str) -> NodeRow | None:
+    return session.scalar(select(NodeRow).where(NodeRow.org_id == org_id, NodeRow.name == name))
+
+
+def get_node(session: Session, org_id: int, name: str) -> NodeRow:
+    row = find_node(session, org_id, name)
+    if row is None:
+        raise NotFound("node", name)
+    return row

@@ -1,0 +1,98 @@
+"""Tokens, the audit log, idempotency keys, the scheduler lease, cycles and
+entitlements."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from apportion.store.models import (
+    AuditRow,
+    CycleRow,
+    EntitlementRow,
+    IdempotencyRow,
+    LeaseRow,
+    TokenRow,
+)
+from apportion.store.repos.paging import Page, paginate
+
+
+def get_token(session: Session, token_id: str) -> TokenRow | None:
+    return session.get(TokenRow, token_id)
+
+
+def list_tokens(session: Session, org_id: int) -> list[TokenRow]:
+    q = select(TokenRow).where(TokenRow.org_id == org_id).order_by(TokenRow.created_at)
+    return list(session.scalars(q))
+
+
+def list_audit(
+    session: Session,
+    org_id: int,
+    *,
+    after: int | None,
+    limit: int,
+    actor: str | None = None,
+    action: str | None = None,
+    outcome: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> Page[AuditRow]:
+    q = select(AuditRow).where(AuditRow.org_id == org_id)
+    if actor:
+        q = q.where(AuditRow.actor == actor)
+    if action:
+        q = q.where(AuditRow.action == action)
+    if outcome:
+        q = q.where(AuditRow.outcome == outcome)
+    if since is not None:
+        q = q.where(AuditRow.at >= since)
+    if until is not None:
+        q = q.where(AuditRow.at < until)
+    return paginate(session, q, AuditRow.id, after, limit)
+
+
+def get_idempotency(session: Session, org_id: int, key: str) -> IdempotencyRow | None:
+    return session.get(IdempotencyRow, (org_id, key))
+
+
+def purge_idempotency(session: Session, older_than: float) -> None:
+    session.execute(delete(IdempotencyRow).where(IdempotencyRow.created_at < older_than))
+
+
+def lock_lease(session: Session, name: str) -> LeaseRow | None:
+    """The lease row, locked until the end of the transaction (PostgreSQL);
+    SQLite's write transactions are exclusive already."""
+    return session.scalar(select(LeaseRow).where(LeaseRow.name == name).with_for_update())
+
+
+def read_lease(session: Session, name: str) -> LeaseRow | None:
+    return session.get(LeaseRow, name)
+
+
+def list_cycles(session: Session, org_id: int | None = None) -> list[CycleRow]:
+    q = select(CycleRow)
+    if org_id is not None:
+        q = q.where(CycleRow.org_id == org_id)
+    return list(session.scalars(q.order_by(CycleRow.org_id, CycleRow.id)))
+
+
+def replace_entitlements(
+    session: Session, org_id: int, values: Mapping[str, Mapping[str, Fraction]]
+) -> None:
+    session.execute(delete(EntitlementRow).where(EntitlementRow.org_id == org_id))
+    for pool, teams in values.items():
+        for team, value in teams.items():
+            session.add(EntitlementRow(org_id=org_id, pool=pool, team=team, value=str(value)))
+
+
+def list_entitlements(session: Session, org_id: int) -> dict[tuple[str, str], Fraction]:
+    q = select(EntitlementRow).where(EntitlementRow.org_id == org_id)
+    return {(r.team, r.pool): Fraction(r.value) for r in session.scalars(q)}
+
+
+def token_ids(session: Session, ids: Sequence[str]) -> list[TokenRow]:
+    return list(session.scalars(select(TokenRow).where(TokenRow.id.in_(list(ids)))))

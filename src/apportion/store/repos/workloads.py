@@ -1,0 +1,144 @@
+"""Workloads, their events, exiting victims and agent decisions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import Select, delete, select
+from sqlalchemy.orm import Session
+
+from apportion.domain.errors import NotFound
+from apportion.store.models import DecisionRow, EventRow, ExitingRow, WorkloadRow
+from apportion.store.repos.paging import Page, paginate
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadFilter:
+    """List filters. ``teams`` None = any team; ``statuses`` empty = any."""
+
+    statuses: Sequence[str] = ()
+    teams: Sequence[str] | None = None
+    wclass: str | None = None
+    pool: str | None = None
+    submitted_by: str | None = None
+    submitted_after: float | None = None
+    submitted_before: float | None = None
+    name: str | None = None
+    ids: Sequence[int] = field(default_factory=tuple)
+
+
+def get_workload(
+    session: Session, org_id: int, workload_id: int, *, lock: bool = False
+) -> WorkloadRow:
+    q = select(WorkloadRow).where(WorkloadRow.org_id == org_id, WorkloadRow.id == workload_id)
+    if lock:
+        q = q.with_for_update()
+    row = session.scalar(q)
+    if row is None:
+        raise NotFound("workload", str(workload_id))
+    return row
+
+
+def _workload_query(org_id: int, f: WorkloadFilter) -> Select[tuple[WorkloadRow]]:
+    q = select(WorkloadRow).where(WorkloadRow.org_id == org_id)
+    if f.statuses:
+        q = q.where(WorkloadRow.status.in_(list(f.statuses)))
+    if f.teams is not None:
+        q = q.where(WorkloadRow.team.in_(list(f.teams)))
+    if f.wclass:
+        q = q.where(WorkloadRow.wclass == f.wclass)
+    if f.pool:
+        q = q.where(WorkloadRow.pool == f.pool)
+    if f.submitted_by:
+        q = q.where(WorkloadRow.submitted_by == f.submitted_by)
+    if f.submitted_after is not None:
+        q = q.where(WorkloadRow.submitted_at >= f.submitted_after)
+    if f.submitted_before is not None:
+        q = q.where(WorkloadRow.submitted_at < f.submitted_before)
+    if f.name:
+        q = q.where(WorkloadRow.name == f.name)
+    return q
+
+
+def list_workloads(
+    session: Session, org_id: int, f: WorkloadFilter, after: int | None, limit: int
+) -> Page[WorkloadRow]:
+    return paginate(session, _workload_query(org_id, f), WorkloadRow.id, after, limit)
+
+
+def active_workloads(session: Session, org_id: int) -> list[WorkloadRow]:
+    """Non-terminal workloads (the snapshot's), in id order."""
+    q = select(WorkloadRow).where(WorkloadRow.org_id == org_id, WorkloadRow.is_active.is_(True))
+    return list(session.scalars(q.order_by(WorkloadRow.id)))
+
+
+def workloads_by_ids(session: Session, org_id: int, ids: Sequence[int]) -> list[WorkloadRow]:
+    if not ids:
+        return []
+    q = select(WorkloadRow).where(WorkloadRow.org_id == org_id, WorkloadRow.id.in_(list(ids)))
+    return list(session.scalars(q))
+
+
+# -- events ------------------------------------------------------------------
+def list_events(
+    session: Session,
+    org_id: int,
+    *,
+    after: int | None,
+    limit: int,
+    workload_id: int | None = None,
+    types: Sequence[str] = (),
+    teams: Sequence[str] | None = None,
+) -> Page[EventRow]:
+    q = select(EventRow).where(EventRow.org_id == org_id)
+    if workload_id is not None:
+        q = q.where(EventRow.workload_id == workload_id)
+    if types:
+        q = q.where(EventRow.type.in_(list(types)))
+    if teams is not None:
+        q = q.where(EventRow.team.in_(list(teams)))
+    return paginate(session, q, EventRow.id, after, limit)
+
+
+def events_after(
+    session: Session, org_id: int, after: int, limit: int, teams: Sequence[str] | None = None
+) -> list[EventRow]:
+    """Events with id > ``after`` (no count: used by the SSE stream)."""
+    q = select(EventRow).where(EventRow.org_id == org_id, EventRow.id > after)
+    if teams is not None:
+        q = q.where(EventRow.team.in_(list(teams)))
+    return list(session.scalars(q.order_by(EventRow.id).limit(limit)))
+
+
+# -- exiting victims -------------------------------------------------------------
+def list_exiting(session: Session, org_id: int) -> list[ExitingRow]:
+    q = select(ExitingRow).where(ExitingRow.org_id == org_id).order_by(ExitingRow.id)
+    return list(session.scalars(q))
+
+
+def clear_exiting(session: Session, org_id: int) -> None:
+    session.execute(delete(ExitingRow).where(ExitingRow.org_id == org_id))
+
+
+# -- agent decisions ----------------------------------------------------------------
+def decisions_after(
+    session: Session, org_id: int, pool: str, after: int, limit: int
+) -> list[DecisionRow]:
+    q = (
+        select(DecisionRow)
+        .where(DecisionRow.org_id == org_id, DecisionRow.pool == pool, DecisionRow.id > after)
+        .order_by(DecisionRow.id)
+        .limit(limit)
+    )
+    return list(session.scalars(q))
+
+
+def last_decision_id(session: Session, org_id: int, pool: str) -> int:
+    q = (
+        select(DecisionRow.id)
+        .where(DecisionRow.org_id == org_id, DecisionRow.pool == pool)
+        .order_by(DecisionRow.id.desc())
+        .limit(1)
+    )
+    return int(session.scalar(q) or 0)

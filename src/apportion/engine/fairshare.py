@@ -1,0 +1,264 @@
+"""Exact entitlements per pool (SPEC section 4).
+
+``entitlements(tree, pool, capacity, demand)`` grants each leaf's demand in
+four steps and reports, for every team, everything granted to its subtree:
+
+1. reserved demand from the buckets on each leaf's path (own bucket first, then
+   upward, each bucket serving its subtree's work by priority, submission, id);
+2. elastic demand from what is left of the buckets: a leaf's own bucket serves
+   that leaf; an ancestor's bucket is shared in its subtree by water-filling;
+3. surplus = capacity - everything granted in steps 1-2;
+4. the surplus, level by level in descending workload priority, by weighted
+   water-filling down the tree (bursting priorities as weights).
+
+Every grant respects the burst caps on its path and the pool capacity. All
+arithmetic is exact (``int`` milli-GPU, ``Fraction`` once divided); nothing
+depends on dict, set or input order. docs/fairshare.md explains it in words.
+
+Cost: demand is aggregated per (leaf, class, priority) first; after that the
+work is per team and priority level, O(teams x depth x levels), plus sorting
+the reserved workloads of the leaves in subtrees where a bucket is short.
+:class:`DemandBook` keeps the aggregates between cycles so that one workload's
+change costs O(1) and only the per-team passes run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from types import MappingProxyType
+from typing import TypeVar
+
+from apportion.domain.errors import ValidationError
+from apportion.domain.org import OrgTree
+from apportion.engine.fairshare_fill import (
+    ROOT,
+    Grants,
+    LevelFill,
+    Milli,
+    PoolIndex,
+    active_children,
+    fill_level,
+    index_pool,
+)
+from apportion.engine.fairshare_reserved import OrderKey, grant_reserved
+
+__all__ = ["DemandBook", "DemandItem", "Entitlements", "entitlements"]
+
+_ZERO = Fraction(0)
+K = TypeVar("K")
+
+
+@dataclass(frozen=True, slots=True)
+class DemandItem:
+    """One workload's demand in a pool (milli-GPU), as the caller counts it.
+
+    The caller leaves out work that could never run. Reserved work is ordered
+    by (priority descending, submitted_at, workload_id).
+    """
+
+    team: str
+    is_reserved: bool
+    priority: int
+    milli: int
+    submitted_at: int = 0
+    workload_id: int = 0
+
+    @property
+    def order_key(self) -> OrderKey:
+        return (-self.priority, self.submitted_at, self.workload_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Entitlements:
+    """Entitlements of every team in one pool, exact, in milli-GPU.
+
+    ``by_team`` holds every team of the tree, leaf or not: the total granted to
+    its subtree. ``surplus`` is step 3's surplus. ``counters`` count work done
+    (teams_visited, levels, items, reserved_pieces, fills).
+    """
+
+    pool: str
+    capacity: int
+    by_team: Mapping[str, Fraction]
+    surplus: Fraction
+    counters: Mapping[str, int]
+
+    def of(self, team: str) -> Fraction:
+        """The entitlement of ``team``; 0 for an unknown team or no grant."""
+        return self.by_team.get(team, _ZERO)
+
+
+def entitlements(
+    tree: OrgTree, pool: str, capacity: int, demand: Iterable[DemandItem]
+) -> Entitlements:
+    """Entitlements of every team of ``tree`` in ``pool`` (SPEC 4).
+
+    ``capacity`` is the pool's capacity in milli-GPU; ``demand`` the workloads'
+    demand there (leaf teams only). Nothing is changed. Raises ValidationError
+    for a demand item of an unknown or non-leaf team, or negative amounts.
+    """
+    return DemandBook(tree, pool, demand).entitlements(capacity)
+
+
+class DemandBook:
+    """Demand of one pool, aggregated per (leaf, class, priority), kept between cycles.
+
+    ``add``/``remove`` change one workload's demand in O(1) (plus dropping the
+    leaf's cached sort order when it is reserved). ``entitlements`` recomputes
+    from the aggregates: O(teams x depth x levels), plus sorting the reserved
+    workloads only of leaves in subtrees where a bucket is short (sorted lists
+    are cached per leaf until that leaf's reserved demand changes). It never
+    looks at the elastic workloads one by one. Not shared between threads.
+    """
+
+    __slots__ = ("_elastic", "_index", "_items", "_reserved", "_reserved_total", "_sorted")
+
+    def __init__(self, tree: OrgTree, pool: str, demand: Iterable[DemandItem] = ()) -> None:
+        self._index: PoolIndex = index_pool(tree, pool)
+        self._elastic: dict[int, dict[str, int]] = {}  # priority -> leaf -> milli
+        self._reserved_total: dict[str, int] = {}  # leaf -> milli
+        self._reserved: dict[str, dict[DemandItem, int]] = {}  # leaf -> item -> count
+        self._sorted: dict[str, list[tuple[OrderKey, int]]] = {}
+        self._items = 0
+        for item in demand:
+            self.add(item)
+
+    @property
+    def pool(self) -> str:
+        return self._index.pool
+
+    def add(self, item: DemandItem) -> None:
+        """Count ``item``'s demand."""
+        self._check(item)
+        self._change(item, 1)
+
+    def remove(self, item: DemandItem) -> None:
+        """Stop counting ``item``'s demand; it must have been added (else KeyError)."""
+        self._check(item)
+        if item.is_reserved and not self._reserved.get(item.team, {}).get(item):
+            raise KeyError(item)
+        if not item.is_reserved and self._elastic.get(item.priority, {}).get(item.team, 0) < (
+            item.milli
+        ):
+            raise KeyError(item)
+        self._change(item, -1)
+
+    def _check(self, item: DemandItem) -> None:
+        if item.team not in self._index.leaves:
+            raise ValidationError(
+                "demand.team", f"{item.team!r} is not a leaf team of the tree", "a leaf team"
+            )
+        if item.milli < 0:
+            raise ValidationError("demand.milli", f"must be >= 0, got {item.milli}")
+
+    def _change(self, item: DemandItem, sign: int) -> None:
+        self._items += sign
+        team, delta = item.team, sign * item.milli
+        if not item.is_reserved:
+            level = self._elastic.setdefault(item.priority, {})
+            _bump(level, team, delta)
+            if not level:
+                del self._elastic[item.priority]
+            return
+        _bump(self._reserved_total, team, delta)
+        _bump(self._reserved.setdefault(team, {}), item, sign)
+        if not self._reserved[team]:
+            del self._reserved[team]
+        self._sorted.pop(team, None)
+
+    def _pieces_of(self, leaf: str) -> list[tuple[OrderKey, int]]:
+        """The leaf's reserved workloads as (order key, milli), sorted; cached."""
+        cached = self._sorted.get(leaf)
+        if cached is None:
+            pieces = [
+                (item.order_key, item.milli)
+                for item, count in self._reserved.get(leaf, {}).items()
+                for _ in range(count)
+                if item.milli > 0
+            ]
+            cached = self._sorted[leaf] = sorted(pieces)
+        return cached
+
+    def entitlements(self, capacity: int) -> Entitlements:
+        """Entitlements from the current demand in a pool of ``capacity`` milli-GPU."""
+        if capacity < 0:
+            raise ValidationError("capacity", f"must be >= 0, got {capacity}")
+        index = self._index
+        reserved = grant_reserved(index, capacity, self._reserved_total, self._pieces_of)
+        grants = Grants(index, capacity)
+        for leaf in sorted(reserved.by_leaf):
+            grants.add_to_path(leaf, reserved.by_leaf[leaf])
+        levels = sorted(self._elastic, reverse=True)
+        demand: dict[int, dict[str, Milli]] = {p: dict(self._elastic[p]) for p in levels}
+        kids = {p: active_children(index, demand[p]) for p in levels}
+        fills = _serve_from_buckets(grants, reserved.bucket_left, demand, kids)
+        surplus = max(0, capacity - grants.granted[ROOT])
+        for p in levels:  # step 4: the surplus, highest workload priority first
+            room = grants.headroom(ROOT)
+            if room is None or room <= 0:
+                break
+            fill_level(grants, LevelFill(ROOT, demand[p], kids[p]), None)
+            fills += 1
+        counters = {
+            "items": self._items,
+            "levels": len(levels),
+            "teams": len(index.teams),
+            "teams_visited": grants.visits + len(index.teams),
+            "reserved_pieces": reserved.pieces,
+            "fills": fills,
+        }
+        return Entitlements(
+            pool=index.pool,
+            capacity=capacity,
+            by_team=MappingProxyType({t: Fraction(grants.granted[t]) for t in index.teams}),
+            surplus=Fraction(surplus),
+            counters=MappingProxyType(counters),
+        )
+
+
+def _serve_from_buckets(
+    grants: Grants,
+    bucket_left: Mapping[str, int],
+    demand: dict[int, dict[str, Milli]],
+    kids: Mapping[int, Mapping[str, tuple[str, ...]]],
+) -> int:
+    """Step 2: guaranteed-backed elastic. Changes ``grants`` and ``demand``; returns fills run.
+
+    a. Each leaf's own bucket leftover serves that leaf, level by level; the
+       leaves only compete when a cap above them binds, and then share it by
+       water-filling.
+    b. Each ancestor's leftover, deepest ancestors first (then by slug), is
+       shared in its subtree by water-filling, level by level.
+    """
+    index = grants.index
+    levels = sorted(demand, reverse=True)
+    fills = 0
+    own: dict[str, Milli] = {
+        leaf: bucket_left[leaf] for leaf in sorted(index.leaves) if bucket_left[leaf] > 0
+    }
+    if own:
+        for p in levels:
+            fill_level(grants, LevelFill(ROOT, demand[p], kids[p], own), None)
+            fills += 1
+    for team in index.bottom_up:
+        left: Milli = bucket_left[team]
+        if team in index.leaves or left <= 0:
+            continue
+        for p in levels:
+            if left <= 0:
+                break
+            if team in kids[p]:
+                left -= fill_level(grants, LevelFill(team, demand[p], kids[p]), left)
+                fills += 1
+    return fills
+
+
+def _bump(counts: dict[K, int], key: K, delta: int) -> None:
+    """Add ``delta`` to ``counts[key]``, dropping the key when it reaches 0."""
+    value = counts.get(key, 0) + delta
+    if value:
+        counts[key] = value
+    else:
+        counts.pop(key, None)

@@ -1,0 +1,218 @@
+"""The tree of one pool, grant bookkeeping, and weighted water-filling (SPEC 4).
+
+Helpers of :mod:`apportion.engine.fairshare`. Amounts are milli-GPU, exact:
+``int`` while nothing has been divided, ``Fraction`` after. The *virtual root*
+(``ROOT``, an empty slug no team can have) has the top-level teams as its
+children and the pool capacity as its cap, so "never more than the pool" is
+just one more cap on every path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import pairwise
+from types import MappingProxyType
+
+from apportion.domain.org import OrgTree
+
+Milli = int | Fraction
+ROOT = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolIndex:
+    """One pool's view of an org tree, flattened once for the fair-share passes.
+
+    ``children`` and ``path`` include ``ROOT`` (``path`` runs team first, ROOT
+    last; ROOT's own path is just ROOT). ``teams`` excludes ROOT. ``bucket`` is
+    the own bucket, never below 0. ``bottom_up`` lists every team deepest
+    first, then by slug: children always come before parents.
+    """
+
+    pool: str
+    teams: tuple[str, ...]
+    children: Mapping[str, tuple[str, ...]]
+    path: Mapping[str, tuple[str, ...]]
+    bucket: Mapping[str, int]
+    cap: Mapping[str, int | None]
+    weight: Mapping[str, int]
+    bottom_up: tuple[str, ...]
+    leaves: frozenset[str]
+
+
+def index_pool(tree: OrgTree, pool: str) -> PoolIndex:
+    """Flatten ``tree`` for ``pool``: O(teams x depth)."""
+    teams = tuple(sorted(tree.teams))
+    children = {slug: tree.children(slug) for slug in teams}
+    children[ROOT] = tree.top_level()
+    path = {slug: (*tree.path(slug), ROOT) for slug in teams}
+    path[ROOT] = (ROOT,)
+    return PoolIndex(
+        pool=pool,
+        teams=teams,
+        children=MappingProxyType(children),
+        path=MappingProxyType(path),
+        bucket=MappingProxyType({s: max(0, tree.bucket(s, pool)) for s in teams}),
+        cap=MappingProxyType({s: tree.cap(s, pool) for s in teams}),
+        weight=MappingProxyType({s: tree.team(s).bursting_priority for s in teams}),
+        bottom_up=tuple(sorted(teams, key=lambda s: (-len(path[s]), s))),
+        leaves=frozenset(s for s in teams if not children[s]),
+    )
+
+
+class Grants:
+    """Mutable book of what each team's subtree has been granted so far.
+
+    ``granted[ROOT]`` is the pool total. ``headroom(team)`` is ``cap - granted``
+    (None when the team has no cap); ROOT's cap is the pool capacity.
+    """
+
+    __slots__ = ("caps", "granted", "index", "visits")
+
+    def __init__(self, index: PoolIndex, capacity: int) -> None:
+        self.index = index
+        self.caps: dict[str, int | None] = dict(index.cap)
+        self.caps[ROOT] = capacity
+        self.granted: dict[str, Milli] = dict.fromkeys((*index.teams, ROOT), 0)
+        self.visits = 0
+
+    def headroom(self, team: str) -> Milli | None:
+        cap = self.caps[team]
+        return None if cap is None else cap - self.granted[team]
+
+    def path_headroom(self, teams: Sequence[str]) -> Milli | None:
+        """The least headroom among ``teams`` (None when none of them has a cap)."""
+        least: Milli | None = None
+        for slug in teams:
+            cap = self.caps[slug]
+            if cap is not None:
+                room = cap - self.granted[slug]
+                if least is None or room < least:
+                    least = room
+        return least
+
+    def add_to_path(self, team: str, amount: Milli) -> None:
+        """Count ``amount`` granted to ``team`` in it and in every ancestor up to ROOT."""
+        for slug in self.index.path[team]:
+            self.granted[slug] += amount
+
+
+def water_fill(amount: Milli, claims: Sequence[tuple[str, Milli, int]]) -> list[tuple[str, Milli]]:
+    """Divide ``amount`` among ``claims`` = (name, want > 0, weight).
+
+    Shares follow the weights; nobody gets more than its want; what one claim
+    cannot take goes to the others. Returns (name, share) for every claim; the
+    shares sum to min(amount, total want). Exact, and independent of claim order.
+    """
+    total: Milli = sum((want for _n, want, _w in claims), 0)
+    if amount >= total:
+        return [(name, want) for name, want, _w in claims]
+    # Smallest want per unit of weight first: those are satisfied in full.
+    order = sorted(claims, key=lambda c: (Fraction(c[1]) / c[2], c[0]))
+    left: Milli = amount
+    weight_left = sum(weight for _n, _want, weight in claims)
+    shares: list[tuple[str, Milli]] = []
+    for i, (name, want, weight) in enumerate(order):
+        if want * weight_left <= left * weight:
+            shares.append((name, want))
+            left -= want
+            weight_left -= weight
+            continue
+        per_weight = Fraction(left) / weight_left
+        shares.extend((n, per_weight * w) for n, _want, w in order[i:])
+        break
+    return shares
+
+
+def active_children(index: PoolIndex, leaves: Mapping[str, Milli]) -> dict[str, tuple[str, ...]]:
+    """The part of the tree above the ``leaves`` that have demand: parent -> children.
+
+    Includes ROOT. Children are sorted by slug. O(leaves x depth) at most.
+    """
+    kids: dict[str, list[str]] = {}
+    for leaf, milli in leaves.items():
+        if milli <= 0:
+            continue
+        path = index.path[leaf]
+        for child, parent in pairwise(path):
+            known = parent in kids
+            kids.setdefault(parent, []).append(child)
+            if known:
+                break
+    return {parent: tuple(sorted(children)) for parent, children in kids.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class LevelFill:
+    """One water-filling pass: demand of one priority level, served from ``root`` down.
+
+    ``demand`` (leaf -> still wanted) and ``leaf_limit`` (leaf -> still allowed,
+    e.g. what is left of its own bucket; None = no such limit) are changed in
+    place by :func:`fill_level`.
+    """
+
+    root: str
+    demand: MutableMapping[str, Milli]
+    kids: Mapping[str, tuple[str, ...]]
+    leaf_limit: MutableMapping[str, Milli] | None = None
+
+
+def fill_level(grants: Grants, fill: LevelFill, limit: Milli | None) -> Milli:
+    """Serve ``fill`` with at most ``limit`` (None = no limit besides caps).
+
+    Bottom-up ``want`` = min(cap headroom, demand) at a leaf and min(cap headroom,
+    sum of the children's wants) above; then the amount is divided top-down by
+    :func:`water_fill`. Caps above ``fill.root`` also bound the amount. Updates
+    ``grants`` and the fill's mappings; returns the amount granted.
+    """
+    if fill.root not in fill.kids and fill.root not in grants.index.leaves:
+        return 0
+    wants: dict[str, Milli] = {}
+    amount = _want(grants, fill, fill.root, wants)
+    above = grants.path_headroom(grants.index.path[fill.root][1:])
+    for bound in (limit, above):
+        if bound is not None and bound < amount:
+            amount = bound
+    if amount <= 0:
+        return 0
+    _divide(grants, fill, wants, amount)
+    for slug in grants.index.path[fill.root][1:]:
+        grants.granted[slug] += amount
+    return amount
+
+
+def _want(grants: Grants, fill: LevelFill, team: str, wants: dict[str, Milli]) -> Milli:
+    """want(team) as in SPEC 4 step 4, recorded in ``wants`` for the whole subtree."""
+    grants.visits += 1
+    children = fill.kids.get(team)
+    want: Milli
+    if children is None:
+        want = fill.demand.get(team, 0)
+        if fill.leaf_limit is not None:
+            want = min(want, fill.leaf_limit.get(team, 0))
+    else:
+        want = sum((_want(grants, fill, c, wants) for c in children), 0)
+    room = grants.headroom(team)
+    if room is not None and room < want:
+        want = max(room, 0)
+    wants[team] = want
+    return want
+
+
+def _divide(grants: Grants, fill: LevelFill, wants: Mapping[str, Milli], amount: Milli) -> None:
+    """Hand ``amount`` (<= wants[fill.root]) down the tree by weighted water-filling."""
+    weight = grants.index.weight
+    stack: list[tuple[str, Milli]] = [(fill.root, amount)]
+    while stack:
+        team, given = stack.pop()
+        grants.granted[team] += given
+        children = fill.kids.get(team)
+        if children is None:
+            fill.demand[team] -= given
+            if fill.leaf_limit is not None:
+                fill.leaf_limit[team] -= given
+            continue
+        claims = [(c, wants[c], weight[c]) for c in children if wants[c] > 0]
+        stack.extend((c, share) for c, share in water_fill(given, claims) if share > 0)

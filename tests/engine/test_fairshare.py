@@ -1,0 +1,238 @@
+"""Entitlements of SPEC section 4, as scenario tables.
+
+Amounts in the tables are GPUs (strings, so 28.8 and 16/3 stay exact); the
+engine works in milli-GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import pytest
+
+from apportion.domain.errors import ValidationError
+from apportion.domain.org import OrgTree, Team, build_tree
+from apportion.engine.fairshare import DemandBook, DemandItem, entitlements
+
+POOL = "p"
+BIG = "1000"  # more demand than any pool here holds
+
+
+def gpus(value: str | int) -> int:
+    return int(Fraction(str(value)) * 1000)
+
+
+def team(
+    slug: str, parent: str | None = None, w: int = 1, pct: int | None = None, res: str = "0"
+) -> tuple[Team, int]:
+    return Team(slug, parent=parent, bursting_priority=w, burst_limit_percent=pct), gpus(res)
+
+
+def org(*teams: tuple[Team, int]) -> OrgTree:
+    return build_tree([t for t, _ in teams], {(t.slug, POOL): r for t, r in teams if r})
+
+
+def res(slug: str, amount: str, prio: int = 100, at: int = 0, wid: int = 0) -> DemandItem:
+    return DemandItem(slug, True, prio, gpus(amount), submitted_at=at, workload_id=wid)
+
+
+def ela(slug: str, amount: str, prio: int = 50, at: int = 0, wid: int = 0) -> DemandItem:
+    return DemandItem(slug, False, prio, gpus(amount), submitted_at=at, workload_id=wid)
+
+
+def seed_org(research_res: str = "0", nlp_res: str = "0", vision_res: str = "0",
+             production_res: str = "0", research_pct: int | None = None) -> OrgTree:
+    """The seed's organization: Research (3) with NLP (2) and Vision (1); Production (2)."""
+    return org(
+        team("research", w=3, pct=research_pct, res=research_res),
+        team("nlp", "research", w=2, res=nlp_res),
+        team("vision", "research", w=1, res=vision_res),
+        team("production", w=2, res=production_res),
+    )
+
+
+@dataclass(frozen=True)
+class Case:
+    tree: OrgTree
+    capacity: str
+    demand: list[DemandItem]
+    expect: dict[str, str]
+    surplus: str | None = None
+
+
+ALL_BURSTING = [ela("nlp", BIG), ela("vision", BIG), ela("production", BIG)]
+
+CASES = [
+    pytest.param(
+        Case(seed_org(), "48", ALL_BURSTING,
+             {"research": "28.8", "production": "19.2", "nlp": "19.2", "vision": "9.6"}, "48"),
+        id="seed-surplus-48-split-60-40-then-2-1",
+    ),
+    pytest.param(
+        Case(seed_org("16", "8", "8", "16"), "80",
+             [res("nlp", "8"), res("vision", "8"), res("production", "16"), *ALL_BURSTING],
+             {"research": "44.8", "production": "35.2", "nlp": "27.2", "vision": "17.6"}, "48"),
+        id="seed-reservations-fully-used-by-reserved-work-then-surplus-48",
+    ),
+    pytest.param(
+        Case(org(team("research", w=3, pct=50, res="16"), team("production", w=2)), "48",
+             [ela("research", BIG), ela("production", BIG)],
+             {"research": "24", "production": "24"}, "32"),
+        id="cap-binds-leftover-goes-to-sibling",
+    ),
+    pytest.param(
+        Case(seed_org(research_pct=0), "48", ALL_BURSTING,
+             {"research": "0", "nlp": "0", "vision": "0", "production": "48"}, "48"),
+        id="cap-zero-without-reservation-gets-nothing",
+    ),
+    pytest.param(
+        Case(seed_org(), "48", [ela("nlp", BIG), ela("vision", "4"), ela("production", BIG)],
+             {"research": "28.8", "nlp": "24.8", "vision": "4", "production": "19.2"}),
+        id="weights-two-levels-small-want-leaves-rest-to-sibling",
+    ),
+    pytest.param(
+        Case(seed_org(), "48", [ela("nlp", BIG), ela("production", BIG)],
+             {"research": "28.8", "nlp": "28.8", "vision": "0", "production": "19.2"}),
+        id="team-without-demand-gives-its-share-to-siblings",
+    ),
+    pytest.param(
+        Case(seed_org(), "48", [ela("nlp", BIG), ela("vision", BIG)],
+             {"research": "48", "nlp": "32", "vision": "16", "production": "0"}),
+        id="top-level-team-without-demand-gives-everything-away",
+    ),
+    pytest.param(
+        Case(seed_org(), "48", [ela("nlp", BIG, prio=50), ela("production", "40", prio=75)],
+             {"production": "40", "nlp": "8", "research": "8"}),
+        id="higher-priority-bursting-demand-served-first",
+    ),
+    pytest.param(
+        Case(seed_org(), "48",
+             [ela("nlp", BIG, prio=50), ela("production", "10", prio=75),
+              ela("production", BIG, prio=50)],
+             {"production": "25.2", "nlp": "22.8"}),
+        id="priority-levels-then-weights-on-what-is-left",
+    ),
+    pytest.param(
+        Case(seed_org("24", "16"), "32", [res("nlp", "20")],
+             {"nlp": "20", "research": "20", "vision": "0"}, "12"),
+        id="reserved-own-bucket-then-parent-bucket",
+    ),
+    pytest.param(
+        Case(seed_org("24", "16"), "32",
+             [res("nlp", "16", wid=1), res("nlp", "6", prio=100, at=5, wid=2),
+              res("vision", "6", prio=200, at=9, wid=3)],
+             {"nlp": "18", "vision": "6", "research": "24"}, "8"),
+        id="ancestor-bucket-serves-subtree-by-priority",
+    ),
+    pytest.param(
+        Case(seed_org("24", "16"), "32",
+             [res("nlp", "16", wid=1), res("nlp", "6", at=5, wid=2),
+              res("vision", "6", at=9, wid=3)],
+             {"nlp": "22", "vision": "2", "research": "24"}, "8"),
+        id="ancestor-bucket-serves-subtree-by-submission-time",
+    ),
+    pytest.param(
+        Case(seed_org("24", "16"), "32",
+             [res("nlp", "16", wid=1), res("nlp", "6", at=5, wid=4),
+              res("vision", "6", at=5, wid=3)],
+             {"nlp": "18", "vision": "6"}),
+        id="ancestor-bucket-ties-broken-by-id",
+    ),
+    pytest.param(
+        Case(seed_org("32", "32", "0", "0"), "48", [res("nlp", "40"), ela("production", BIG)],
+             {"nlp": "32", "production": "16"}, "16"),
+        id="reserved-beyond-its-buckets-gets-no-surplus",
+    ),
+    pytest.param(
+        Case(seed_org("16", "0", "16", "0"), "16", [res("vision", "4"), ela("vision", "8"),
+                                                     ela("production", BIG)],
+             {"vision": "12", "production": "4"}, "4"),
+        id="guaranteed-elastic-from-own-leaf-bucket",
+    ),
+    pytest.param(
+        Case(seed_org("24", "8", "8"), "24", [ela("nlp", BIG), ela("vision", BIG),
+                                              ela("production", BIG)],
+             {"nlp": "40/3", "vision": "32/3", "production": "0"}, "0"),
+        id="guaranteed-elastic-from-ancestor-bucket-by-weight",
+    ),
+    pytest.param(
+        Case(seed_org("24", "8", "8"), "24",
+             [ela("nlp", BIG, prio=50), ela("vision", "11", prio=80), ela("production", BIG)],
+             {"nlp": "13", "vision": "11", "production": "0"}, "0"),
+        id="ancestor-bucket-serves-higher-priority-elastic-first",
+    ),
+    pytest.param(
+        Case(seed_org("24", "8", "8"), "40", [ela("vision", BIG), ela("production", BIG)],
+             {"nlp": "0", "vision": "30.4", "production": "9.6"}, "24"),
+        id="idle-leaf-bucket-is-surplus-but-ancestor-bucket-backs-sibling",
+    ),
+    pytest.param(
+        Case(org(team("org", res="32"), team("a", "org", pct=0, res="8"), team("a1", "a", res="8"),
+                 team("b", "org")), "32",
+             [res("a1", "20", prio=300, wid=1), res("b", "10", wid=2)],
+             {"a1": "8", "a": "8", "b": "10", "org": "18"}),
+        id="cap-blocks-reserved-from-ancestor-bucket-sibling-is-served",
+    ),
+    pytest.param(
+        Case(seed_org("0", "0", "0", "0"), "40",
+             [ela("production", BIG), ela("nlp", BIG)],
+             {"production": "16", "research": "24"}),
+        id="no-reservations-plain-weighted-split",
+    ),
+    pytest.param(
+        Case(org(team("research", res="32"), team("production", res="32")), "40",
+             [res("research", "32", prio=200), res("production", "32", prio=100),
+              ela("production", BIG)],
+             {"research": "32", "production": "8"}, "0"),
+        id="reservations-above-capacity-reserved-served-in-order-up-to-capacity",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_entitlements(case: Case) -> None:
+    result = entitlements(case.tree, POOL, gpus(case.capacity), case.demand)
+    got = {slug: result.of(slug) / 1000 for slug in case.expect}
+    assert got == {slug: Fraction(v) for slug, v in case.expect.items()}
+    if case.surplus is not None:
+        assert result.surplus == gpus(case.surplus)
+    assert set(result.by_team) == set(case.tree.teams)
+    assert all(isinstance(v, Fraction) for v in result.by_team.values())
+
+
+def test_unknown_team_is_zero_and_counters_count_work() -> None:
+    result = entitlements(seed_org(), POOL, gpus(48), ALL_BURSTING)
+    assert result.of("nobody") == 0
+    assert result.counters["items"] == 3
+    assert result.counters["levels"] == 1
+    assert result.counters["teams_visited"] > 0
+
+
+def test_demand_of_a_team_with_children_is_refused() -> None:
+    with pytest.raises(ValidationError, match="research"):
+        entitlements(seed_org(), POOL, gpus(48), [ela("research", "1")])
+
+
+def test_demand_book_follows_adds_and_removes() -> None:
+    tree = seed_org("24", "16")
+    items = [res("nlp", "16", wid=1), res("nlp", "6", at=5, wid=2),
+             res("vision", "6", at=9, wid=3), ela("production", "30", wid=4),
+             ela("nlp", "5", prio=70, wid=5)]
+    book = DemandBook(tree, POOL, items)
+    assert book.entitlements(gpus(40)).by_team == entitlements(tree, POOL, gpus(40), items).by_team
+    book.remove(items[1])
+    book.add(res("nlp", "6", at=10, wid=6))
+    changed = [items[0], items[2], items[3], items[4], res("nlp", "6", at=10, wid=6)]
+    assert book.entitlements(gpus(40)).by_team == (
+        entitlements(tree, POOL, gpus(40), changed).by_team
+    )
+    assert book.entitlements(gpus(40)).of("vision") == gpus(6)
+
+
+def test_demand_book_refuses_removing_what_was_never_added() -> None:
+    book = DemandBook(seed_org(), POOL, [ela("nlp", "1")])
+    with pytest.raises(KeyError):
+        book.remove(res("nlp", "1"))
+    with pytest.raises(KeyError):
+        book.remove(ela("nlp", "2"))

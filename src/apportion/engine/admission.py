@@ -1,0 +1,163 @@
+"""SPEC 6 step 3 for one waiting workload: quota, fit, preempt, or wait."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from apportion.domain.lifecycle import Status, WorkloadState
+from apportion.domain.reasons import Reason
+from apportion.domain.workload import Placement
+from apportion.engine import explain
+from apportion.engine.placement import PlacementResult
+from apportion.engine.plan import Decision, DecisionKind
+from apportion.engine.preemption import VictimSet, search_victims
+from apportion.engine.working import PoolState, WorkingState, owner_of
+
+
+class Admission:
+    """Decisions for waiting workloads, recorded in ``decisions`` in order.
+
+    Every change goes into the working state at once, so later decisions of
+    the cycle see it.
+    """
+
+    def __init__(self, ws: WorkingState, now: int) -> None:
+        self.ws = ws
+        self.now = now
+        self.decisions: list[Decision] = []
+        self.counters: dict[str, int] = {}
+        self.touched: set[str] = set()
+
+    def bump(self, name: str, by: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + by
+
+    # -- quota -------------------------------------------------------------------
+    def quota_pods(self, ps: PoolState, w: WorkloadState) -> int:
+        """Most pods (<= spec.pods) quota lets ``w`` start now; < min_pods means no."""
+        charge = ps.charge(w)
+        pods = w.spec.pods
+        led = ps.ledger
+        if w.spec.is_reserved and not led.reserved_fits(w.team, pods * charge):
+            pods = min(pods, led.reserved_room(w.team) // charge if charge else pods)
+        room = led.cap_headroom(w.team)
+        if room is not None and charge:
+            pods = min(pods, max(0, room) // charge)
+        return pods
+
+    def try_fit(self, ps: PoolState, w: WorkloadState) -> tuple[PlacementResult | None, int]:
+        """Quota then fit on free capacity. Returns (result, pods quota allows)."""
+        pods = self.quota_pods(ps, w)
+        if pods < w.spec.min_pods:
+            return None, pods
+        self.bump("placements_tried")
+        return ps.cluster.place(ps.request(w, pods)), pods
+
+    # -- outcomes ----------------------------------------------------------------
+    def start(self, ps: PoolState, w: WorkloadState, placement: Placement) -> None:
+        """Queued -> Starting on ``placement`` (dropping any hold or nomination)."""
+        cluster = ps.cluster
+        if w.nomination:
+            cluster.unclaim(owner_of(w))
+            self.ws.uncount(ps, w)
+        cluster.occupy(owner_of(w), placement)
+        milli = sum(p.milli for p in placement)
+        self.ws.count(ps, w, milli)
+        self.ws.workloads[w.id] = replace(
+            w, status=Status.STARTING, placement=placement, nomination=(), is_hold=False,
+            pool=ps.pool.name,
+        )
+        self.touched.add(w.team)
+        self.decisions.append(
+            Decision(DecisionKind.START, w.id, ps.pool.name, placement, milli=milli)
+        )
+        self.bump("started")
+
+    def wait(self, w: WorkloadState, reason: Reason, head_since: int | None = None) -> None:
+        self.decisions.append(
+            Decision(DecisionKind.WAIT, w.id, w.pool, reason=reason, head_since=head_since)
+        )
+
+    def preempt(self, ps: PoolState, w: WorkloadState, found: VictimSet) -> None:
+        """Mark the victims, then nominate ``w`` on its placement (or start it)."""
+        grace = ps.pool.preemption_grace
+        exits_at = self.now + grace
+        freed = 0
+        for vid in found.victims:
+            v = self.ws.workloads[vid]
+            self.ws.uncount(ps, v)
+            self.touched.add(v.team)
+            if v.status.is_placed:
+                freed += v.placed_milli
+                if grace > 0:
+                    ps.cluster.mark_exiting(owner_of(v))
+                else:
+                    ps.cluster.vacate(owner_of(v))
+                self.ws.workloads[vid] = replace(v, status=Status.PREEMPTED)
+                self.decisions.append(Decision(
+                    DecisionKind.PREEMPT, vid, ps.pool.name, by=w.id, milli=v.placed_milli,
+                    exits_at=exits_at, message=f"preempted by {w.name} (id {w.id})",
+                ))
+                self.bump("preempted")
+            else:
+                ps.cluster.unclaim(owner_of(v))
+                self.ws.workloads[vid] = replace(v, nomination=(), is_hold=False)
+                self.decisions.append(Decision(
+                    DecisionKind.DENOMINATE, vid, ps.pool.name, by=w.id,
+                    message=f"nomination taken by {w.name} (id {w.id})",
+                ))
+        self._nominate_or_start(ps, w, found, freed)
+
+    def _nominate_or_start(
+        self, ps: PoolState, w: WorkloadState, found: VictimSet, freed: int
+    ) -> None:
+        cluster = ps.cluster
+        if w.nomination:
+            cluster.unclaim(owner_of(w))
+            self.ws.uncount(ps, w)
+        cluster.claim(owner_of(w), found.placement)
+        if cluster.can_start_on_claim(owner_of(w)):
+            self.ws.workloads[w.id] = replace(w, nomination=found.placement, is_hold=True)
+            self.start(ps, self.ws.workloads[w.id], found.placement)
+            return
+        milli = sum(p.milli for p in found.placement)
+        self.ws.count(ps, w, milli)
+        self.touched.add(w.team)
+        reason = explain.preempting_reason(ps, w, len(found.victims), freed)
+        self.ws.workloads[w.id] = replace(
+            w, nomination=found.placement, is_hold=False, reason=reason
+        )
+        self.decisions.append(Decision(
+            DecisionKind.NOMINATE, w.id, ps.pool.name, found.placement, reason=reason,
+            milli=milli,
+        ))
+
+    def hold(self, ps: PoolState, w: WorkloadState, reason: Reason, since: int) -> bool:
+        """Starvation hold (SPEC 6.7) on the placement that waits for the fewest, cheapest
+        workloads to end. Returns False when no placement could ever be held."""
+        found = search_victims(self.ws, ps, w, for_hold=True, counter=self._count_search)
+        if found is None:
+            return False
+        if w.nomination:
+            ps.cluster.unclaim(owner_of(w))
+        ps.cluster.claim(owner_of(w), found.placement)
+        self.ws.workloads[w.id] = replace(w, nomination=found.placement, is_hold=True)
+        self.decisions.append(Decision(
+            DecisionKind.HOLD, w.id, ps.pool.name, found.placement, reason=reason,
+            head_since=since, message="starvation hold",
+        ))
+        return True
+
+    def _count_search(self, examined: int) -> None:
+        self.bump("victim_candidates_examined", examined)
+        self.bump("victim_searches")
+
+    def find_victims(self, ps: PoolState, w: WorkloadState) -> VictimSet | None:
+        return search_victims(self.ws, ps, w, counter=self._count_search)
+
+    def others_elastic(self, ps: PoolState, w: WorkloadState) -> int:
+        """Milli of other teams' elastic work in the pool (for FAIR_SHARE)."""
+        if w.spec.is_reserved:
+            return 0
+        led = ps.ledger
+        total = sum(led.elastic_usage(t) for t in self.ws.tree.top_level())
+        return total - led.elastic_usage(w.team)

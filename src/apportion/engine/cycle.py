@@ -1,0 +1,214 @@
+"""``run_cycle(snapshot, config) -> Plan``: SPEC section 6 as numbered steps.
+
+0. Nominated workloads whose devices are free start on them (6.6).
+1. Allocation choice: Pending workloads are routed to a pool (6.1).
+2. Entitlements again, with the routed work counted (section 4).
+3. Per pool, waiting workloads in step 2's order: quota, fit, move, preempt
+   or wait with a reason (6.3-6.5); starvation holds (6.7).
+
+Pure and deterministic: same snapshot, same plan. ``dry_run`` answers "what if
+W were submitted now" with the same code, changing nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from apportion.domain.lifecycle import Status, WorkloadState, submitted
+from apportion.domain.reasons import Reason, ReasonCode
+from apportion.domain.workload import Placement, WorkloadSpec
+from apportion.engine import explain
+from apportion.engine.admission import Admission
+from apportion.engine.order import WaitingQueue, routing_key
+from apportion.engine.plan import Decision, DecisionKind, Plan
+from apportion.engine.routing import Router
+from apportion.engine.snapshot import CycleConfig, Snapshot
+from apportion.engine.working import PoolState, WorkingState, owner_of
+
+
+def run_cycle(snapshot: Snapshot, config: CycleConfig) -> Plan:
+    """One scheduling cycle over a frozen snapshot; returns the plan."""
+    return _Cycle(snapshot, config).run()
+
+
+class _Cycle:
+    def __init__(self, snapshot: Snapshot, config: CycleConfig) -> None:
+        self.snapshot = snapshot
+        self.config = config
+        self.ws = WorkingState(snapshot)
+        self.adm = Admission(self.ws, snapshot.now)
+        self.router = Router(self.ws, self.adm)
+
+    def run(self) -> Plan:
+        self.ws.compute_entitlements(routed={})
+        self.step0_start_nominated()
+        routed = self.step1_route()
+        self.ws.compute_entitlements(routed)
+        for name in sorted(self.ws.pools):
+            self.step3_admit(self.ws.pools[name], set(routed))
+        counters = dict(self.adm.counters)
+        for ps in self.ws.pools.values():
+            for key, value in ps.cluster.counters.as_dict().items():
+                counters[key] = counters.get(key, 0) + value
+        return Plan(
+            cycle_id=self.config.cycle_id,
+            snapshot_version=self.snapshot.version,
+            now=self.snapshot.now,
+            decisions=tuple(self.adm.decisions),
+            entitlements={
+                name: dict(ps.entitlements.by_team) if ps.entitlements else {}
+                for name, ps in self.ws.pools.items()
+            },
+            counters=counters,
+        )
+
+    def step0_start_nominated(self) -> None:
+        """Nominees whose victims have exited start on their nominated devices.
+
+        A nomination on a node that can no longer take pods is dropped.
+        """
+        for w in sorted(self.ws.workloads.values(), key=lambda w: w.id):
+            if w.status is not Status.QUEUED or not w.nomination or w.is_hold:
+                continue
+            ps = self.ws.pools.get(w.pool or "")
+            if ps is None:
+                continue
+            if not all(p.node in ps.schedulable for p in w.nomination):
+                ps.cluster.unclaim(owner_of(w))
+                self.ws.uncount(ps, w)
+                self.ws.workloads[w.id] = replace(w, nomination=())
+                self.adm.decisions.append(Decision(
+                    DecisionKind.DENOMINATE, w.id, ps.pool.name,
+                    message="a nominated node can no longer take pods",
+                ))
+            elif ps.cluster.can_start_on_claim(owner_of(w)):
+                self.adm.start(ps, w, w.nomination)
+        self.ws.forget_undo()
+
+    def step1_route(self) -> dict[int, str]:
+        """Route Pending workloads, one at a time in step 2's order (6.1)."""
+        routed: dict[int, str] = {}
+        pending = [w for w in self.ws.workloads.values() if w.status is Status.PENDING]
+        for w in sorted(pending, key=routing_key):
+            pool, reason = self.router.choose(w)
+            if pool is None:
+                assert reason is not None
+                self.adm.wait(w, reason)
+                continue
+            routed[w.id] = pool
+            self.ws.workloads[w.id] = replace(w, status=Status.QUEUED, pool=pool)
+            self.adm.decisions.append(Decision(DecisionKind.ROUTE, w.id, pool))
+            self.ws.forget_undo()
+        return routed
+
+    def step3_admit(self, ps: PoolState, routed_now: set[int]) -> None:
+        """Quota, fit, move, preempt or wait, for each waiting workload in order."""
+        name = ps.pool.name
+        waiting = []
+        for w in sorted(self.ws.workloads.values(), key=lambda w: w.id):
+            if w.pool != name or w.status is not Status.QUEUED:
+                continue
+            if w.nomination and not w.is_hold:
+                self.adm.wait(w, w.reason or explain.preempting_reason(ps, w, 0, 0))
+                continue
+            never = explain.never_reason(ps, w)
+            if never is not None:
+                self._unroute(ps, w, never)
+                continue
+            waiting.append(w)
+        queue = WaitingQueue(waiting, ps.deficit)
+        head_seen = False
+        for w in queue:
+            self.adm.touched.clear()
+            w = self.ws.workloads[w.id]
+            waited = self._admit_one(ps, w, w.id in routed_now, head_seen)
+            head_seen = head_seen or waited
+            self.ws.forget_undo()
+            queue.touch(self.adm.touched)
+
+    def _unroute(self, ps: PoolState, w: WorkloadState, reason: Reason) -> None:
+        if w.nomination:
+            ps.cluster.unclaim(owner_of(w))
+            self.ws.uncount(ps, w)
+        self.ws.workloads[w.id] = replace(w, status=Status.PENDING, pool=None, nomination=())
+        self.adm.decisions.append(Decision(DecisionKind.UNROUTE, w.id, None, reason=reason))
+
+    def _admit_one(
+        self, ps: PoolState, w: WorkloadState, is_routed_now: bool, head_seen: bool
+    ) -> bool:
+        """Process one workload; True if it stays waiting."""
+        adm = self.adm
+        result, _pods = adm.try_fit(ps, w)
+        if result is not None and result.ok:
+            adm.start(ps, w, result.pods)
+            return False
+        if not is_routed_now and self.router.move_if_starts_elsewhere(w):
+            return False
+        found = adm.find_victims(ps, w)
+        if found is not None:
+            adm.preempt(ps, w, found)
+            return False
+        if result is None:
+            reason = explain.quota_reason(ps, w, w.spec.min_pods * ps.charge(w))
+            if reason is None:  # quota allowed fewer pods than the gang needs
+                reason = Reason(ReasonCode.WAITING_FOR_CAPACITY, explain.needs(ps, w))
+        else:
+            reason = explain.fit_reason(ps, w, result, adm.others_elastic(ps, w))
+        self._wait_or_hold(ps, w, reason, head_seen, quota_ok=result is not None)
+        return True
+
+    def _wait_or_hold(
+        self, ps: PoolState, w: WorkloadState, reason: Reason, head_seen: bool, quota_ok: bool
+    ) -> None:
+        """Wait with ``reason``; the head of the line may get a starvation hold."""
+        hold_after = ps.pool.starvation_hold_after
+        if head_seen or hold_after is None:
+            self.adm.wait(w, reason)
+            return
+        since = w.head_since if w.head_since is not None else self.snapshot.now
+        if w.nomination and w.is_hold:
+            self.adm.wait(w, reason, head_since=since)
+            return
+        if quota_ok and self.snapshot.now - since >= hold_after:
+            held = Reason(reason.code, f"{reason.message}; starvation hold since {since}")
+            if self.adm.hold(ps, w, held, since):
+                return
+        self.adm.wait(w, reason, head_since=since)
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    """What would happen to a workload submitted now (nothing is changed)."""
+
+    workload_id: int
+    pool: str | None
+    starts_now: bool
+    reason: Reason | None
+    victims: tuple[tuple[int, int], ...]
+    placement: Placement
+    decisions: tuple[Decision, ...]
+
+
+def dry_run(snapshot: Snapshot, spec: WorkloadSpec, config: CycleConfig) -> DryRun:
+    """Run the real cycle on the snapshot plus ``spec`` submitted now, and report
+    what it decided for it: pool, start or wait (reason), victims (id, milli)."""
+    new_id = max((w.id for w in snapshot.workloads), default=0) + 1
+    probe = submitted(new_id, spec, snapshot.now, cause="dry-run")
+    plan = run_cycle(replace(snapshot, workloads=(*snapshot.workloads, probe)), config)
+    mine = plan.for_workload(new_id)
+    pool = next((d.pool for d in reversed(mine) if d.pool), None)
+    start = next((d for d in mine if d.kind is DecisionKind.START), None)
+    nominate = next((d for d in mine if d.kind is DecisionKind.NOMINATE), None)
+    reason = next((d.reason for d in reversed(mine) if d.reason is not None), None)
+    victims = tuple(
+        (d.workload_id, d.milli) for d in plan.decisions
+        if d.kind is DecisionKind.PREEMPT and d.by == new_id
+    )
+    placement = start.placement if start else (nominate.placement if nominate else ())
+    return DryRun(new_id, pool, start is not None, None if start else reason, victims,
+                  placement, mine)
+
+
+__all__ = ["DryRun", "dry_run", "run_cycle"]
+
+

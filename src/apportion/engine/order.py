@@ -1,0 +1,82 @@
+"""The order of waiting workloads in a pool (SPEC 6 step 2).
+
+Reserved before elastic; priority descending; the team's share deficit
+(entitlement - usage) descending, read at the moment the workload is
+considered; submission time; id. Deficits move as the cycle admits and
+preempts, so the queue re-reads a team's deficit whenever it is told the
+team's usage changed.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+from fractions import Fraction
+
+from apportion.domain.lifecycle import WorkloadState
+
+
+def static_key(w: WorkloadState) -> tuple[int, int]:
+    """(class, -priority): the part of the order that never changes."""
+    return (0 if w.spec.is_reserved else 1, -w.spec.priority)
+
+
+def routing_key(w: WorkloadState) -> tuple[int, int, int, int]:
+    """Order for Pending workloads (no pool yet, so no deficit): class, priority, time, id."""
+    return (*static_key(w), w.submitted_at, w.id)
+
+
+class WaitingQueue:
+    """Yields waiting workloads in step 2's order, with live deficits.
+
+    ``deficit(team)`` is called whenever a team's entry is (re)queued. After
+    the caller changes usage, it calls :meth:`touch` with the teams affected.
+    """
+
+    def __init__(
+        self, workloads: Iterable[WorkloadState], deficit: Callable[[str], Fraction]
+    ) -> None:
+        self._deficit = deficit
+        levels: dict[tuple[int, int], dict[str, list[WorkloadState]]] = {}
+        for w in workloads:
+            levels.setdefault(static_key(w), {}).setdefault(w.team, []).append(w)
+        self._levels = []
+        for key in sorted(levels):
+            teams = levels[key]
+            for queue in teams.values():
+                queue.sort(key=lambda w: (w.submitted_at, w.id), reverse=True)
+            self._levels.append(teams)
+        self._teams: dict[str, list[WorkloadState]] = {}
+        self._heap: list[tuple[Fraction, int, int, str, int]] = []
+        self._version: dict[str, int] = {}
+
+    def _push(self, team: str) -> None:
+        queue = self._teams.get(team)
+        if not queue:
+            return
+        version = self._version.get(team, 0) + 1
+        self._version[team] = version
+        head = queue[-1]
+        heapq.heappush(
+            self._heap, (-self._deficit(team), head.submitted_at, head.id, team, version)
+        )
+
+    def touch(self, teams: Iterable[str]) -> None:
+        """Re-read the deficits of ``teams`` (their usage changed)."""
+        for team in teams:
+            if team in self._teams:
+                self._push(team)
+
+    def __iter__(self) -> Iterator[WorkloadState]:
+        for teams in self._levels:
+            self._teams = teams
+            self._heap = []
+            for team in sorted(teams):
+                self._push(team)
+            while self._heap:
+                _d, _t, _id, team, version = heapq.heappop(self._heap)
+                if version != self._version.get(team):
+                    continue
+                w = self._teams[team].pop()
+                yield w
+                self._push(team)

@@ -1,0 +1,105 @@
+"""Allocation choice (SPEC 6.1): which pool a workload goes to.
+
+Among the pools that match its ``gpu_type``/``pool`` and could ever hold it,
+prefer, in order: it starts now without preemption; it starts now with the
+cheapest preemption; (elastic) it runs inside its team's own reservation;
+most entitlement headroom; pool name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+from apportion.domain.lifecycle import WorkloadState
+from apportion.domain.reasons import Reason, ReasonCode
+from apportion.engine import explain
+from apportion.engine.admission import Admission
+from apportion.engine.plan import Decision, DecisionKind
+from apportion.engine.working import PoolState, WorkingState
+
+_NO_COST = (0, 0, 0, 0, "")
+Score = tuple[int, tuple[int, int, int, int, str], int, Fraction, str]
+
+
+class Router:
+    def __init__(self, ws: WorkingState, adm: Admission) -> None:
+        self.ws = ws
+        self.adm = adm
+
+    def matching(self, w: WorkloadState) -> list[PoolState]:
+        """Pools that match the pin and the GPU type, by name."""
+        out = []
+        for name in sorted(self.ws.pools):
+            ps = self.ws.pools[name]
+            if w.spec.pool is not None and w.spec.pool != name:
+                continue
+            out.append(ps)
+        return out
+
+    def choose(self, w: WorkloadState) -> tuple[str | None, Reason | None]:
+        """The best pool for a Pending workload, or (None, why none can ever hold it)."""
+        pools = self.matching(w)
+        if not pools:
+            where = f"no pool named {w.spec.pool}" if w.spec.pool else "no pools exist"
+            return None, Reason(ReasonCode.NO_ELIGIBLE_POOL, f"{explain.needs_any(w)}; {where}")
+        feasible = []
+        reasons = []
+        for ps in pools:
+            why = explain.never_reason(ps, w)
+            if why is None:
+                feasible.append(ps)
+            else:
+                reasons.append(why)
+        if not feasible:
+            best = explain.first(reasons)
+            if len(reasons) > 1:
+                detail = "; ".join(r.message for r in reasons)
+                best = Reason(best.code, detail)
+            return None, best
+        if len(feasible) == 1:
+            return feasible[0].pool.name, None
+        scored = sorted((self.score(ps, w), ps.pool.name) for ps in feasible)
+        return scored[0][1], None
+
+    def score(self, ps: PoolState, w: WorkloadState, *, now_only: bool = False) -> Score:
+        """Lower is better. With ``now_only`` no victim search is run."""
+        result, _pods = self.adm.try_fit(ps, w)
+        if result is not None and result.ok:
+            rank, cost = 0, _NO_COST
+        elif now_only:
+            rank, cost = 3, _NO_COST
+        else:
+            found = self.adm.find_victims(ps, w)
+            rank, cost = (1, found.cost) if found is not None else (2, _NO_COST)
+        size = w.spec.min_pods * ps.charge(w)
+        led = ps.ledger
+        inside = 0
+        if not w.spec.is_reserved:
+            inside = 0 if led.usage(w.team) + size <= led.reservation(w.team) else 1
+        headroom = ps.entitlement(w.team) - led.usage(w.team)
+        return (rank, cost, inside, -headroom, ps.pool.name)
+
+    def move_if_starts_elsewhere(self, w: WorkloadState) -> bool:
+        """A Queued workload that cannot start in its pool moves to another pool
+        where it can start right now (without preemption), and starts there."""
+        if w.nomination:
+            return False
+        options = []
+        for ps in self.matching(w):
+            if ps.pool.name == w.pool or explain.never_reason(ps, w) is not None:
+                continue
+            score = self.score(ps, w, now_only=True)
+            if score[0] == 0:
+                options.append((score, ps.pool.name))
+        if not options:
+            return False
+        target = self.ws.pools[min(options)[1]]
+        result, _pods = self.adm.try_fit(target, w)
+        if result is None or not result.ok:  # pragma: no cover - scored just above
+            return False
+        self.adm.decisions.append(Decision(DecisionKind.MOVE, w.id, target.pool.name))
+        moved = replace(w, pool=target.pool.name)
+        self.ws.workloads[w.id] = moved
+        self.adm.start(target, moved, result.pods)
+        return True

@@ -1,0 +1,211 @@
+"""The cycle's working state: the snapshot plus every decision taken so far.
+
+Per pool it keeps a :class:`Ledger` (usage, buckets, caps) and a
+:class:`ClusterState` (devices). ``checkpoint``/``rollback`` undo trial changes
+in both, so the preemption planner can apply victims, check a fit and back out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from apportion.domain.cluster import Pool
+from apportion.domain.lifecycle import Status, WorkloadState
+from apportion.domain.org import OrgTree
+from apportion.engine.fairshare import DemandItem, Entitlements, entitlements
+from apportion.engine.ledger import Ledger
+from apportion.engine.placement import ClusterState, Owner, PlacementRequest
+from apportion.engine.snapshot import Snapshot
+
+
+def owner_of(w: WorkloadState) -> Owner:
+    return (w.id, w.attempt)
+
+
+@dataclass(slots=True)
+class PoolState:
+    """One pool's working state."""
+
+    pool: Pool
+    ledger: Ledger
+    cluster: ClusterState
+    capacity: int
+    entitlements: Entitlements | None = None
+    #: Workload ids whose usage is counted here (placed or nominated), by id.
+    users: dict[int, int] = field(default_factory=dict)
+    node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    schedulable: frozenset[str] = frozenset()
+
+    def charge(self, w: WorkloadState) -> int:
+        return w.spec.charge(self.pool.gpu_memory_mib)
+
+    def request(self, w: WorkloadState, pods: int | None = None) -> PlacementRequest:
+        """The placement request of ``w`` here, optionally with fewer pods."""
+        req = PlacementRequest.for_spec(w.spec, self.pool.gpu_memory_mib, owner_of(w))
+        if pods is None or pods == req.pods:
+            return req
+        return PlacementRequest(
+            pods=pods,
+            min_pods=min(req.min_pods, pods),
+            charge=req.charge,
+            whole_devices=req.whole_devices,
+            topology=req.topology,
+            node_selector=req.node_selector,
+            gpu_type=req.gpu_type,
+            owner=req.owner,
+        )
+
+    def entitlement(self, team: str) -> Fraction:
+        return self.entitlements.of(team) if self.entitlements is not None else Fraction(0)
+
+    def excess(self, team: str) -> Fraction:
+        return self.ledger.usage(team) - self.entitlement(team)
+
+    def deficit(self, team: str) -> Fraction:
+        return self.entitlement(team) - self.ledger.usage(team)
+
+
+class WorkingState:
+    """Snapshot + decisions of this cycle, with undoable trial changes."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.tree: OrgTree = snapshot.tree
+        self.workloads: dict[int, WorkloadState] = {w.id: w for w in snapshot.workloads}
+        self.pools: dict[str, PoolState] = {}
+        for name in sorted(snapshot.pools):
+            nodes = snapshot.pool_nodes(name)
+            cluster = ClusterState(snapshot.pools[name], nodes)
+            self.pools[name] = PoolState(
+                snapshot.pools[name], Ledger(self.tree, name), cluster, cluster.capacity,
+                node_labels={n.name: n.labels for n in nodes},
+                schedulable=frozenset(n.name for n in nodes if n.is_schedulable),
+            )
+        self._undo: list[tuple[str, PoolState, int, bool, int]] = []
+        self._never: dict[tuple[int, str], bool] = {}
+        self._load(snapshot)
+
+    def _load(self, snapshot: Snapshot) -> None:
+        for ex in sorted(snapshot.exiting, key=lambda e: (e.workload_id, e.attempt)):
+            ps = self.pools.get(ex.pool)
+            if ps is not None:
+                ps.cluster.occupy_exiting((ex.workload_id, ex.attempt), ex.placement)
+        for w in sorted(snapshot.workloads, key=lambda w: w.id):
+            ps = self.pools.get(w.pool or "")
+            if ps is None or w.team not in self.tree.teams:
+                continue
+            if w.status.is_placed:
+                ps.cluster.occupy(owner_of(w), w.placement)
+                self.count(ps, w, w.placed_milli)
+            elif w.status is Status.QUEUED and w.nomination:
+                ps.cluster.claim(owner_of(w), w.nomination)
+                if not w.is_hold:
+                    self.count(ps, w, w.nominated_milli)
+
+    # -- usage ---------------------------------------------------------------
+    def count(self, ps: PoolState, w: WorkloadState, milli: int) -> None:
+        """Count ``milli`` of usage for ``w`` in ``ps`` (undoable)."""
+        ps.ledger.add(w.team, w.spec.is_reserved, milli)
+        ps.users[w.id] = ps.users.get(w.id, 0) + milli
+        self._undo.append(("count", ps, w.id, w.spec.is_reserved, milli))
+
+    def uncount(self, ps: PoolState, w: WorkloadState) -> int:
+        """Remove all usage of ``w`` in ``ps`` (undoable); returns what was removed."""
+        milli = ps.users.pop(w.id, 0)
+        if milli:
+            ps.ledger.remove(w.team, w.spec.is_reserved, milli)
+            self._undo.append(("uncount", ps, w.id, w.spec.is_reserved, milli))
+        return milli
+
+    def checkpoint(self) -> tuple[int, dict[str, int]]:
+        """A token for :meth:`rollback` covering ledgers and clusters."""
+        return len(self._undo), {n: ps.cluster.checkpoint() for n, ps in self.pools.items()}
+
+    def rollback(self, token: tuple[int, dict[str, int]]) -> None:
+        mark, clusters = token
+        while len(self._undo) > mark:
+            op, ps, wid, is_reserved, milli = self._undo.pop()
+            team = self.workloads[wid].team
+            if op == "count":
+                ps.ledger.remove(team, is_reserved, milli)
+                left = ps.users.get(wid, 0) - milli
+                if left:
+                    ps.users[wid] = left
+                else:
+                    ps.users.pop(wid, None)
+            else:
+                ps.ledger.add(team, is_reserved, milli)
+                ps.users[wid] = ps.users.get(wid, 0) + milli
+        for name, tok in clusters.items():
+            self.pools[name].cluster.rollback(tok)
+
+    def release(self, token: tuple[int, dict[str, int]]) -> None:
+        """Release a checkpoint after rolling back to it (keeps undo logs short)."""
+        for name, tok in token[1].items():
+            self.pools[name].cluster.commit_checkpoint(tok)
+
+    def forget_undo(self) -> None:
+        """Drop the undo log (between workloads, nothing is rolled back that far)."""
+        self._undo.clear()
+
+    # -- fair shares ---------------------------------------------------------
+    def compute_entitlements(self, routed: dict[int, str]) -> None:
+        """Entitlements per pool from current demand (SPEC 4).
+
+        ``routed`` maps Pending workloads chosen a pool this cycle to it; other
+        Pending work is counted in no pool.
+        """
+        demand: dict[str, list[DemandItem]] = {name: [] for name in self.pools}
+        for w in sorted(self.workloads.values(), key=lambda w: w.id):
+            pool = routed.get(w.id, w.pool)
+            ps = self.pools.get(pool or "")
+            if ps is None or w.status.is_terminal:
+                continue
+            if w.status is Status.PENDING and w.id not in routed:
+                continue
+            milli = self.demand_milli(ps, w)
+            if milli:
+                demand[ps.pool.name].append(
+                    DemandItem(w.team, w.spec.is_reserved, w.spec.priority, milli,
+                               w.submitted_at, w.id)
+                )
+        for name, ps in self.pools.items():
+            ps.entitlements = entitlements(self.tree, name, ps.capacity, demand[name])
+
+    def demand_milli(self, ps: PoolState, w: WorkloadState) -> int:
+        """A workload's demand in a pool (SPEC 4); 0 if it could never run there."""
+        if w.status.is_placed:
+            return w.placed_milli
+        if w.nomination and not w.is_hold:
+            return w.nominated_milli
+        charge = ps.charge(w)
+        size = (w.spec.min_pods if w.spec.min_pods < w.spec.pods else w.spec.pods) * charge
+        if self.never_fits(ps, w):
+            return 0
+        return size
+
+    def never_fits(self, ps: PoolState, w: WorkloadState) -> bool:
+        """Could ``w`` never run in this pool (too big for it, its buckets or a cap)?"""
+        key = (w.id, ps.pool.name)
+        cached = self._never.get(key)
+        if cached is None:
+            cached = self._never[key] = self._never_fits(ps, w)
+        return cached
+
+    def _never_fits(self, ps: PoolState, w: WorkloadState) -> bool:
+        min_size = w.spec.min_pods * ps.charge(w)
+        if w.team not in self.tree.teams or not self.tree.is_leaf(w.team):
+            return True
+        if w.spec.is_reserved and min_size > ps.ledger.path_reservation(w.team):
+            return True
+        smallest = ps.ledger.smallest_cap(w.team)
+        if smallest is not None and min_size > smallest.cap:
+            return True
+        return ps.cluster.can_ever_place(ps.request(w, w.spec.min_pods)) is not None
+
+    def placed_in(self, pool: str) -> Iterable[WorkloadState]:
+        """Workloads whose usage is counted in ``pool`` right now, by id."""
+        ps = self.pools[pool]
+        return (self.workloads[i] for i in sorted(ps.users))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from apportion import __version__
+from apportion.cli import simulate_cmd
 
 app = typer.Typer(
     name="apportion",
@@ -13,6 +14,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=True,
 )
+simulate_cmd.register(app)
 
 
 @app.command()

@@ -1,0 +1,108 @@
+"""Small readers for scenario fields: each error names the field's path in the
+file (``teams[0].children[1].reservations.main``) and what is allowed."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from apportion.domain.errors import ValidationError
+
+
+def join(path: str, key: str | int) -> str:
+    """``path`` extended by a key (``.key``) or a list index (``[i]``)."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` did you mean 'x'?`` for the closest choice, or the empty string."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def mapping(value: object, path: str, allowed: Iterable[str], what: str) -> Mapping[str, Any]:
+    """``value`` as a mapping whose keys are all in ``allowed``.
+
+    An unknown key is an error naming the closest allowed key.
+    """
+    keys = tuple(allowed)
+    if not isinstance(value, Mapping):
+        raise ValidationError(
+            path, f"must be a mapping ({what}), got {_kind(value)}", ", ".join(keys)
+        )
+    for key in value:
+        if not isinstance(key, str) or key not in keys:
+            raise ValidationError(
+                join(path, str(key)),
+                f"unknown key{did_you_mean(str(key), keys)}",
+                ", ".join(keys),
+            )
+    return value
+
+
+def sequence(value: object, path: str, what: str) -> list[Any]:
+    """``value`` as a list (a missing list is empty)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValidationError(path, f"must be a list of {what}, got {_kind(value)}")
+    return value
+
+
+def text(value: object, path: str, what: str = "a non-empty string") -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationError(path, f"must be {what}, got {value!r}")
+    return value
+
+
+def integer(value: object, path: str, lo: int = 0, hi: int | None = None) -> int:
+    """An integer within ``lo..hi`` (a float with no fraction is accepted)."""
+    allowed = f"an integer >= {lo}" if hi is None else f"an integer {lo}..{hi}"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(path, f"must be an integer, got {value!r}", allowed)
+    if value < lo:
+        raise ValidationError(path, f"must be >= {lo}, got {value}", allowed)
+    if hi is not None and value > hi:
+        raise ValidationError(path, f"must be <= {hi}, got {value}", allowed)
+    return value
+
+
+def labels(value: object, path: str) -> dict[str, str]:
+    """A mapping of label keys to values; scalar values become strings."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError(path, f"must be a mapping of label keys to values, got {value!r}")
+    out: dict[str, str] = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or isinstance(val, Mapping | list) or val is None:
+            raise ValidationError(join(path, str(key)), "labels are key: value strings")
+        out[key] = str(val).lower() if isinstance(val, bool) else str(val)
+    return out
+
+
+def one_of(name: object, path: str, known: Iterable[str], what: str) -> str:
+    """``name`` if it is one of ``known``, else an error with a suggestion."""
+    names = tuple(known)
+    word = text(name, path, f"the name of {what}")
+    if word not in names:
+        shown = ", ".join(sorted(names)[:12]) or "none defined"
+        raise ValidationError(
+            path, f"no {what} named {word!r}{did_you_mean(word, names)}", shown
+        )
+    return word
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    return f"{value!r}"

@@ -1,0 +1,188 @@
+"""Virtual-time runner: a scenario through the real engine (SPEC section 8).
+
+At each instant, in this order: Running workloads whose duration ends
+complete; victims whose grace ends exit; Starting workloads whose start delay
+ends become Running; the instant's events apply in file order; its workloads
+are submitted in file order; then cycles run until a plan changes nothing (at
+most 100). Then time advances to the earliest future instant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from apportion.domain.cluster import Node
+from apportion.domain.errors import ApportionError
+from apportion.domain.lifecycle import Exiting, WorkloadState
+from apportion.engine.apply import Preemption, apply_plan
+from apportion.engine.cycle import run_cycle
+from apportion.engine.plan import DecisionKind, Plan
+from apportion.engine.snapshot import CycleConfig, Snapshot
+from apportion.sim.events import apply_event, submit
+from apportion.sim.scenario import Scenario
+from apportion.sim.world import COMPLETE, RUNNING, Note, World
+
+MAX_CYCLES_PER_INSTANT = 100
+HORIZON = 864_000  # 10 days: a run without --until stops here at the latest
+
+CycleFn = Callable[[Snapshot, CycleConfig], Plan]
+
+
+class CycleLimitError(ApportionError):
+    """Cycles at one instant kept changing things (exit code 3)."""
+
+    def __init__(self, at: int, names: list[str]) -> None:
+        self.at = at
+        self.names = names
+        shown = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "")
+        super().__init__(
+            f"at time {at}: still changing after {MAX_CYCLES_PER_INSTANT} scheduling cycles "
+            f"in one instant; workloads still changing: {shown}"
+        )
+
+
+@dataclass
+class SimResult:
+    """The outcome of a run: the state at ``time`` and what led to it.
+
+    ``states`` holds the submitted workloads by id; ``entitlements`` come from
+    a cycle on the final state; ``horizon_reached`` tells a run cut at 10 days.
+    """
+
+    scenario: Scenario
+    time: int
+    states: dict[int, WorkloadState]
+    nodes: tuple[Node, ...]
+    exiting: tuple[Exiting, ...]
+    preemptions: list[Preemption]
+    notes: list[Note]
+    entitlements: Mapping[str, Mapping[str, Fraction]]
+    cycles: int = 0
+    instants: int = 0
+    horizon_reached: bool = False
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def name(self, workload_id: int) -> str:
+        return self.states[workload_id].name if workload_id in self.states else str(workload_id)
+
+
+def simulate(scenario: Scenario, until: int | None = None, cycle: CycleFn = run_cycle) -> SimResult:
+    """Run ``scenario`` to its end (or to ``until``) and return the outcome.
+
+    Raises CycleLimitError when one instant needs more than 100 cycles, and
+    ValidationError when a given placement does not fit when it is submitted.
+    """
+    return _Runner(scenario, cycle).run(until)
+
+
+class _Runner:
+    def __init__(self, scenario: Scenario, cycle: CycleFn) -> None:
+        self.world = World(scenario)
+        self.cycle = cycle
+        self.cycle_id = 0
+        self.instants = 0
+        self.counters: dict[str, int] = {}
+        self.events = sorted(scenario.events, key=lambda e: e.at)  # stable: file order
+        self.submissions = list(scenario.workloads)  # id order is time order
+        self.next_event = 0
+        self.next_submission = 0
+        self.has_holds = any(p.starvation_hold_after is not None for p in scenario.pools.values())
+        self.ticks: set[tuple[int, int]] = set()  # (id, head_since) already woken for
+
+    def run(self, until: int | None) -> SimResult:
+        last = 0
+        is_cut = False
+        while (at := self._next_instant()) is not None:
+            if until is not None and at > until:
+                break
+            if until is None and at > HORIZON:
+                is_cut = True
+                break
+            self._instant(at)
+            last = at
+        self.world.now = last if until is None else until
+        plan = self._plan()
+        w = self.world
+        return SimResult(
+            scenario=w.scenario, time=w.now, states=dict(w.states),
+            nodes=tuple(w.nodes.values()), exiting=w.exiting, preemptions=list(w.preemptions),
+            notes=list(w.notes), entitlements=plan.entitlements, cycles=self.cycle_id,
+            instants=self.instants, horizon_reached=is_cut, counters=dict(self.counters),
+        )
+
+    def _next_instant(self) -> int | None:
+        """The earliest future instant: a duration ending, an exit, a start
+        delay ending, an event, a submission (or a starvation hold due)."""
+        times = [self.world.next_timer()]
+        times += [e.exits_at for e in self.world.exiting]
+        if self.next_event < len(self.events):
+            times.append(self.events[self.next_event].at)
+        if self.next_submission < len(self.submissions):
+            times.append(self.submissions[self.next_submission].at)
+        known = [t for t in times if t is not None]
+        return min(known) if known else None
+
+    def _instant(self, at: int) -> None:
+        """Process one instant in SPEC 8's order."""
+        w = self.world
+        w.now = at
+        self.instants += 1
+        due = w.due(at)
+        for kind, wid in due:  # 1. durations end
+            if kind == COMPLETE:
+                w.complete(w.active[wid])
+        w.exiting = tuple(e for e in w.exiting if e.exits_at > at)  # 2. victims exit
+        for kind, wid in due:  # 3. start delays end
+            if kind == RUNNING and wid in w.active:
+                w.make_running(w.active[wid])
+        while self.next_event < len(self.events) and self.events[self.next_event].at == at:
+            apply_event(w, self.events[self.next_event])  # 4. events, file order
+            self.next_event += 1
+        while (self.next_submission < len(self.submissions)
+               and self.submissions[self.next_submission].at == at):
+            submit(w, self.submissions[self.next_submission])  # 5. submissions
+            self.next_submission += 1
+        self._converge(at)  # 6. cycles until nothing changes
+        if self.has_holds:
+            self._schedule_holds()
+
+    def _converge(self, at: int) -> None:
+        """Run cycles until a plan changes nothing. A cycle is skipped when no
+        workload waits: every decision is about waiting work, so it could
+        change nothing."""
+        plan: Plan | None = None
+        for _ in range(MAX_CYCLES_PER_INSTANT):
+            if not self.world.has_waiting():
+                return
+            plan = self._plan()
+            applied = apply_plan(self.world.active, self.world.exiting, plan)
+            self.world.exiting = applied.exiting
+            self.world.preemptions.extend(applied.preemptions)
+            for wid in applied.changed:
+                self.world.put(applied.states[wid])
+            if not plan.changes_anything:
+                return
+        assert plan is not None
+        moving = sorted({d.workload_id for d in plan.decisions if d.kind is not DecisionKind.WAIT})
+        raise CycleLimitError(at, [self.world.names.get(i, str(i)) for i in moving])
+
+    def _plan(self) -> Plan:
+        """One cycle of the real engine on the current state (not applied)."""
+        self.cycle_id += 1
+        plan = self.cycle(self.world.snapshot(self.cycle_id), CycleConfig(cycle_id=self.cycle_id))
+        for key, value in plan.counters.items():
+            self.counters[key] = self.counters.get(key, 0) + value
+        return plan
+
+    def _schedule_holds(self) -> None:
+        """Wake up when a waiting workload's starvation hold falls due."""
+        for w in self.world.active.values():
+            if not w.status.is_waiting or w.is_hold or w.head_since is None or w.pool is None:
+                continue
+            hold = self.world.scenario.pools[w.pool].starvation_hold_after
+            key = (w.id, w.head_since)
+            if hold is not None and w.head_since + hold > self.world.now and key not in self.ticks:
+                self.ticks.add(key)
+                self.world.push_tick(w.head_since + hold, w)

@@ -1,0 +1,150 @@
+"""A readable account of a simulation with Rich: the timeline, then the final
+state (workloads, preemptions, teams, pools)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from apportion.domain.lifecycle import Status, WorkloadState
+from apportion.domain.quantities import format_gpus
+from apportion.sim.output import pools_json, usage_by_team
+from apportion.sim.runner import SimResult
+
+MAX_ROWS = 300
+_STYLE = {
+    Status.PENDING: "yellow", Status.QUEUED: "yellow", Status.STARTING: "cyan",
+    Status.RUNNING: "green", Status.COMPLETED: "blue", Status.FAILED: "red",
+    Status.PREEMPTED: "magenta", Status.CANCELLED: "dim",
+}
+
+
+def render(result: SimResult, console: Console) -> None:
+    """Print the timeline and the final state of ``result``."""
+    description = result.scenario.description
+    if description:
+        console.print(Text(description, style="italic"))
+    console.print(_timeline(result))
+    console.print(_workloads(result))
+    if result.preemptions:
+        console.print(_preemptions(result))
+    console.print(_teams(result))
+    console.print(_pools(result))
+    summary = (f"time {result.time} s: {len(result.states)} workloads, "
+               f"{len(result.preemptions)} preemptions, {result.cycles} cycles")
+    if result.horizon_reached:
+        summary += " (stopped at the 10-day horizon; more was still to happen)"
+    console.print(summary)
+
+
+def _timeline(result: SimResult) -> Table:
+    """One row per instant and workload: the chain of statuses it went
+    through then; node events and ignored events in between."""
+    rows: list[tuple[int, int, str, Text]] = []
+    for n in result.notes:
+        rows.append((n.at, 0, f"[{n.kind}]", Text(n.message, style="bold" if not
+                                                  n.is_ignored else "dim")))
+    for w in result.states.values():
+        chain: dict[int, Text] = {}
+        for e in w.events:
+            text = chain.setdefault(e.at, Text())
+            if text:
+                text.append(" → ")
+            text.append(e.status.value, style=_STYLE[e.status])
+            if e.status in (Status.PREEMPTED, Status.FAILED, Status.CANCELLED):
+                text.append(f": {e.message}", style="dim")
+        rows.extend((at, w.id, w.name, text) for at, text in chain.items())
+    rows.sort(key=lambda r: (r[0], r[1]))
+    table = Table(title="Timeline", title_justify="left")
+    table.add_column("time (s)", justify="right")
+    table.add_column("workload")
+    table.add_column("what happened")
+    for at, _order, who, what in rows[:MAX_ROWS]:
+        table.add_row(str(at), who, what)
+    if len(rows) > MAX_ROWS:
+        table.caption = f"{len(rows) - MAX_ROWS} more rows not shown; use -o json for all"
+    return table
+
+
+def _workloads(result: SimResult) -> Table:
+    table = Table(title=f"Workloads at time {result.time}", title_justify="left")
+    for name in ("workload", "team", "class", "GPUs", "status", "pool", "started", "ended"):
+        is_number = name in ("GPUs", "started", "ended")
+        table.add_column(name, justify="right" if is_number else "left", no_wrap=True)
+    table.add_column("why")
+    states = sorted(result.states.values(), key=lambda s: s.id)
+    for w in states[:MAX_ROWS]:
+        table.add_row(
+            w.name, w.team, f"{w.spec.wclass.value} {w.spec.priority}",
+            format_gpus(w.spec.size(_memory(result, w))),
+            Text(w.status.value + (f" (attempt {w.attempt})" if w.attempt > 1 else ""),
+                 style=_STYLE[w.status]),
+            w.pool or "-", _time(w.started_at), _time(w.ended_at), _why(result, w),
+        )
+    if len(states) > MAX_ROWS:
+        table.caption = f"{len(states) - MAX_ROWS} more workloads not shown; use -o json"
+    return table
+
+
+def _why(result: SimResult, w: WorkloadState) -> str:
+    if w.reason is not None:
+        return f"{w.reason.code.value}: {w.reason.message}"
+    if w.preempted_by is not None:
+        return f"preempted by {result.name(w.preempted_by)}"
+    if w.attempts and w.attempts[-1].preempted_by is not None:
+        return f"requeued; preempted by {result.name(w.attempts[-1].preempted_by)}"
+    return ""
+
+
+def _memory(result: SimResult, w: WorkloadState) -> int:
+    pools = result.scenario.pools
+    pool = pools.get(w.pool or "") or next(iter(pools.values()))
+    return pool.gpu_memory_mib
+
+
+def _time(at: int | None) -> str:
+    return "-" if at is None else str(at)
+
+
+def _preemptions(result: SimResult) -> Table:
+    table = Table(title="Preemptions", title_justify="left")
+    for name in ("time (s)", "victim", "by", "GPUs", "exits at"):
+        table.add_column(name)
+    for p in result.preemptions[:MAX_ROWS]:
+        table.add_row(str(p.at), result.name(p.victim), result.name(p.by),
+                      format_gpus(p.milli), str(p.exits_at))
+    return table
+
+
+def _teams(result: SimResult) -> Table:
+    """Teams indented by depth, per pool: reservation, use and fair share."""
+    tree = result.scenario.tree
+    usage = usage_by_team(result)
+    table = Table(title="Teams (GPUs)", title_justify="left")
+    for name in ("team", "pool", "reservation", "reserved in use", "elastic in use",
+                 "entitlement"):
+        table.add_column(name, justify="left" if name in ("team", "pool") else "right")
+    for team in result.scenario.team_order:
+        for pool in result.scenario.pools:
+            reserved, elastic = usage.get((team, pool), [0, 0])
+            share = result.entitlements.get(pool, {}).get(team, 0)
+            if not (tree.reservation(team, pool) or reserved or elastic or share):
+                continue
+            table.add_row("  " * tree.depth(team) + team, pool,
+                          format_gpus(tree.reservation(team, pool)), format_gpus(reserved),
+                          format_gpus(elastic), format_gpus(share))
+    return table
+
+
+def _pools(result: SimResult) -> Table:
+    table = Table(title="Pools (GPUs)", title_justify="left")
+    for name in ("pool", "capacity", "used", "nodes down", "nodes cordoned"):
+        table.add_column(name)
+    for pool, figures in pools_json(result).items():
+        nodes = [n for n in result.nodes if n.pool == pool]
+        down = [n.name for n in nodes if n.state.value == "down"]
+        cordoned = [n.name for n in nodes if n.state.value == "cordoned"]
+        table.add_row(pool, str(figures["capacity"]), str(figures["used"]),
+                      ", ".join(down) or "-", ", ".join(cordoned) or "-")
+    return table

@@ -258,14 +258,18 @@ class DeviceBook:
         self._marks.append(token)
         return token
 
-    def has_mark(self, token: int) -> bool:
-        return token in self._marks
+    def _mark_position(self, token: int) -> int:
+        """Position of ``token`` in the mark stack (the newest of equal tokens:
+        a mark taken with no change since the previous one has the same value)."""
+        for pos in range(len(self._marks) - 1, -1, -1):
+            if self._marks[pos] == token:
+                return pos
+        raise ValueError(f"unknown or released checkpoint {token}")
 
     def undo_to(self, token: int, *, keep_mark: bool) -> None:
         """Undo every change since ``token``; drop later marks (and this one
         unless ``keep_mark``)."""
-        if token not in self._marks:
-            raise ValueError(f"unknown or released checkpoint {token}")
+        pos = self._mark_position(token)
         keep = token - self._log_base
         log = self._log
         while len(log) > keep:
@@ -285,14 +289,12 @@ class DeviceBook:
                     self.claims.pop(owner, None)
                 else:
                     self.claims[owner] = claim
-        self._marks = [m for m in self._marks if m < token or (keep_mark and m == token)]
+        del self._marks[pos + 1 if keep_mark else pos :]
         self._trim()
 
     def release_mark(self, token: int) -> None:
         """Accept the changes since ``token``; forget the log when no mark remains."""
-        if token not in self._marks:
-            raise ValueError(f"unknown or released checkpoint {token}")
-        self._marks = [m for m in self._marks if m < token]
+        del self._marks[self._mark_position(token) :]
         self._trim()
 
     def _trim(self) -> None:

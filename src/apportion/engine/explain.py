@@ -100,7 +100,9 @@ def fit_reason(
     other teams' elastic work in the pool that 6.4 did not let W take."""
     failure = result.failure or FailureKind.WAITING_FOR_CAPACITY
     code = _BY_FAILURE[failure]
-    base = f"{needs(ps, w)}; {result.message}" if result.message else needs(ps, w)
+    base = result.message or needs(ps, w)
+    if not base.startswith("needs"):
+        base = f"{needs(ps, w)}; {base}"
     if code is ReasonCode.WAITING_FOR_CAPACITY and others_elastic > 0:
         return Reason(
             ReasonCode.FAIR_SHARE,

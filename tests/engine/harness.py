@@ -34,6 +34,7 @@ class World:
         self.cycle_id = 0
         self.preemptions: list[Preemption] = []
         self.plans: list[Plan] = []
+        self.instant_running = True
 
     # -- building ---------------------------------------------------------------
     def pool(self, name: str = "main", *, nodes: int = 1, gpus: int = 8,
@@ -89,7 +90,7 @@ class World:
         self.preemptions.extend(applied.preemptions)
         self.plans.append(plan)
         # Starting -> Running at once (no start delay in engine tests).
-        for wid, w in list(self.states.items()):
+        for wid, w in list(self.states.items()) if self.instant_running else ():
             if w.status is Status.STARTING:
                 self.states[wid] = transition(w, Status.RUNNING, self.now)
         return plan

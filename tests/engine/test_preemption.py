@@ -1,0 +1,186 @@
+"""Preemption rules of SPEC 6.4-6.6, one scenario per rule."""
+
+from __future__ import annotations
+
+from apportion.engine.plan import DecisionKind
+from tests.engine.harness import World
+
+
+def test_same_team_higher_priority_displaces_lower() -> None:
+    w = World().pool(nodes=1).team("t")
+    w.submit("low", "t", 8, priority=10, running=True)
+    w.submit("high", "t", 8, priority=60)
+    w.settle()
+    assert (w.status("low"), w.status("high")) == ("Preempted", "Running")
+
+
+def test_same_team_equal_priority_is_never_a_victim() -> None:
+    w = World().pool(nodes=1).team("t")
+    w.submit("first", "t", 8, running=True)
+    w.submit("second", "t", 8)
+    w.settle()
+    assert w.status("first") == "Running"
+    assert w.code("second") == "WAITING_FOR_CAPACITY"
+
+
+def test_lower_priority_cannot_displace_other_teams_higher_priority() -> None:
+    w = World().pool(nodes=1).team("a").team("b")
+    w.submit("hi", "a", 8, priority=75, running=True)
+    w.submit("lo", "b", 8, priority=50)
+    w.settle()
+    assert w.status("hi") == "Running"
+    assert w.code("lo") == "FAIR_SHARE"
+
+
+def test_team_takes_back_its_idle_reservation_whatever_the_priority() -> None:
+    w = World().pool(nodes=1).team("a").team("b", main=8)
+    w.submit("borrower", "a", 8, priority=90, running=True)
+    w.submit("owner", "b", 8, priority=10)  # elastic, low priority, but its own GPUs
+    w.settle()
+    assert (w.status("borrower"), w.status("owner")) == ("Preempted", "Running")
+
+
+def test_equal_priority_lumpy_reclaim_converges_without_flip_flop() -> None:
+    w = World().pool(nodes=1).team("a").team("b")
+    for i in range(8):
+        w.submit(f"a{i}", "a", requeue_on_preemption=True, running=True)
+    for i in range(3):
+        w.submit(f"b{i}", "b", 3)
+    w.settle()
+    assert w.usage("a") == 5 and w.usage("b") == 3
+    before = len(w.preemptions)
+    for _ in range(5):  # nothing moves any more
+        w.settle()
+    w.submit("a-more", "a", 1)
+    w.settle()
+    assert len(w.preemptions) == before
+    assert w.usage("a") == 5 and w.usage("b") == 3
+
+
+def test_starting_victims_go_before_running_ones() -> None:
+    w = World().pool(nodes=1).team("a").team("b", main=8)
+    w.submit("old", "a", 4, running=True)
+    w.instant_running = False
+    w.submit("new", "a", 4)
+    w.settle()
+    assert w.status("new") == "Starting"
+    w.submit("owner", "b", 4, wclass="reserved")
+    w.settle()
+    assert w.preempted() == ["new"]
+
+
+def test_teams_over_their_entitlement_are_victims_first() -> None:
+    w = World().pool(nodes=2).team("a").team("b", main=8).team("c", main=8)
+    for i in range(4):
+        w.submit(f"c{i}", "c", 1, priority=10, running=True)
+    for i in range(8):
+        w.submit(f"a{i}", "a", 1, priority=60, running=True)
+    w.submit("owner", "b", 1, pods=8, wclass="reserved")
+    w.settle()
+    assert w.status("owner") == "Running"
+    assert w.preempted("c") == []  # c is within its share although its priority is lowest
+    assert len(w.preempted("a")) == 4
+
+
+def test_victim_set_is_irreducible() -> None:
+    w = World().pool(nodes=1).team("a").team("b", main=8)
+    w.submit("x1", "a", 1, priority=10, running=True)
+    w.submit("x2", "a", 4, priority=20, running=True)
+    w.submit("x3", "a", 3, priority=30, running=True)
+    w.submit("owner", "b", 4, wclass="reserved")
+    w.settle()
+    assert w.status("owner") == "Running"
+    assert w.preempted() == ["x2"]  # x1 was picked first, then spared by the reverse pass
+
+
+def test_gang_victim_is_preempted_as_a_whole() -> None:
+    w = World().pool(nodes=1).team("a").team("b", main=8)
+    w.submit("gang", "a", 1, pods=8, running=True)
+    w.submit("owner", "b", 1, wclass="reserved")
+    w.settle()
+    assert w.status("gang") == "Preempted"
+    assert [p.milli for p in w.preemptions] == [8000]
+
+
+def test_topology_preemption_picks_the_cheapest_domain() -> None:
+    w = World().pool(racks={"r1": 1, "r2": 1}, topology=("zone", "rack")).team("a").team(
+        "b", main=8)
+    w.submit("r1-big", "a", 8, node_selector={"rack": "r1"}, running=True)
+    w.submit("r2-small", "a", 4, node_selector={"rack": "r2"}, running=True)
+    w.submit("r2-other", "a", 4, node_selector={"rack": "r2"}, running=True, priority=5)
+    w.submit("owner", "b", 1, pods=4, wclass="reserved",
+             topology={"level": "rack", "mode": "required"})
+    w.settle()
+    assert w.status("owner") == "Running"
+    assert w.preempted() == ["r2-other"]
+    assert {p.node for p in w.w("owner").placement} == {"main-r2-n0"}
+
+
+def test_higher_ranked_workload_takes_a_nomination() -> None:
+    w = World().pool(nodes=1, preemption_grace=60).team("a").team("b", main=8)
+    w.submit("borrower", "a", 8, running=True)
+    w.submit("b-res", "b", 8, wclass="reserved")
+    w.settle()
+    assert w.code("b-res") == "PREEMPTING"
+    w.advance(10)
+    w.submit("b-urgent", "b", 8, wclass="reserved", priority=500)
+    w.settle()
+    taken = [d for p in w.plans for d in p.decisions if d.kind is DecisionKind.DENOMINATE]
+    assert [(d.workload_id, d.by) for d in taken] == [(w.names["b-res"], w.names["b-urgent"])]
+    assert w.code("b-urgent") == "PREEMPTING"
+    assert w.status("b-res") == "Queued" and w.w("b-res").nomination == ()
+    assert len(w.preemptions) == 1  # taking a nomination preempts nobody new
+    w.advance(60)
+    w.settle()
+    assert w.status("b-urgent") == "Running"
+    assert w.code("b-res") == "RESERVATION_EXHAUSTED"
+
+
+def test_nomination_reserves_devices_against_smaller_work() -> None:
+    w = World().pool(nodes=1, preemption_grace=60).team("a").team("b", main=8).team("c")
+    w.submit("borrower", "a", 8, running=True)
+    w.submit("owner", "b", 8, wclass="reserved")
+    w.settle()
+    w.advance(60)
+    w.submit("small", "c", 1, priority=99)  # arrives the instant the victim exits
+    w.settle()
+    assert w.status("owner") == "Running"
+    assert w.status("small") == "Queued"
+
+
+def test_requeue_on_preemption_starts_a_new_attempt() -> None:
+    w = World().pool(nodes=1).team("a").team("b", main=8)
+    w.submit("sweep", "a", 8, requeue_on_preemption=True, running=True)
+    w.submit("owner", "b", 8, wclass="reserved")
+    w.settle()
+    s = w.w("sweep")
+    assert (s.status.value, s.attempt) == ("Queued", 2)
+    assert s.attempts[0].status.value == "Preempted"
+    assert s.submitted_at == 0
+
+
+def test_reserved_arrival_in_capped_subtree_displaces_its_elastic_work() -> None:
+    w = World().pool(nodes=4).team("org", limit=0, main=16).team("x", "org", main=8).team(
+        "y", "org", main=8)
+    for i in range(8):
+        w.submit(f"xe{i}", "x", running=True)  # uses y's idle reservation inside org's cap
+    for i in range(8):
+        w.submit(f"xr{i}", "x", wclass="reserved", running=True)
+    w.submit("y-res", "y", 1, pods=4, wclass="reserved")
+    w.settle()
+    assert w.status("y-res") == "Running"
+    assert len(w.preempted("xe")) == 4
+    assert w.usage("x") + w.usage("y") <= 16
+
+
+def test_dry_run_reports_victims_and_changes_nothing() -> None:
+    w = World().pool(nodes=1).team("a").team("b", main=8)
+    w.submit("sweep", "a", 8, running=True)
+    before = dict(w.states)
+    dr = w.dry_run("owner", "b", 8, wclass="reserved")
+    assert dr.pool == "main" and dr.starts_now is True
+    assert dr.victims == ((w.names["sweep"], 8000),)
+    assert w.states == before
+    dr2 = w.dry_run("late", "a", 8)
+    assert dr2.starts_now is False and dr2.reason is not None
+    assert dr2.reason.code.value == "WAITING_FOR_CAPACITY"

@@ -49,7 +49,7 @@ def load_scenario(path: str) -> Scenario:
         with open(path, encoding="utf-8") as fh:
             content = fh.read()
     except OSError as err:
-        raise ValidationError("", f"cannot read {path}: {err.strerror or err}") from None
+        raise ValidationError("", f"cannot read the file: {err.strerror or err}") from None
     return parse_scenario(content)
 
 
@@ -129,22 +129,17 @@ def _parse_pool(item: object, path: str) -> Pool:
     if gpu_type is not None:
         gpu_type = f.text(gpu_type, f.join(path, "gpu_type"))
     hold = raw.get("starvation_hold_after")
+    settings = {
+        "gpu_memory_mib": f.integer(raw.get("gpu_memory_mib", DEFAULT_GPU_MEMORY_MIB),
+                                    f.join(path, "gpu_memory_mib"), 1),
+        "start_delay": f.integer(raw.get("start_delay", 0), f.join(path, "start_delay")),
+        "preemption_grace": f.integer(raw.get("preemption_grace", 0),
+                                      f.join(path, "preemption_grace")),
+        "starvation_hold_after": None if hold is None else f.integer(
+            hold, f.join(path, "starvation_hold_after")),
+    }
     try:
-        return Pool(
-            name=name,
-            gpu_type=gpu_type,
-            gpu_memory_mib=f.integer(
-                raw.get("gpu_memory_mib", DEFAULT_GPU_MEMORY_MIB), f.join(path, "gpu_memory_mib"), 1
-            ),
-            topology=tuple(topology),
-            start_delay=f.integer(raw.get("start_delay", 0), f.join(path, "start_delay")),
-            preemption_grace=f.integer(
-                raw.get("preemption_grace", 0), f.join(path, "preemption_grace")
-            ),
-            starvation_hold_after=None if hold is None else f.integer(
-                hold, f.join(path, "starvation_hold_after")
-            ),
-        )
+        return Pool(name=name, gpu_type=gpu_type, topology=tuple(topology), **settings)
     except ValidationError as err:
         raise err.at(path) from None
 

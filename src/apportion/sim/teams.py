@@ -45,18 +45,9 @@ def _parse_team(
     pct = raw.get("burst_limit_percent")
     if pct is not None:
         pct = f.integer(pct, f.join(path, "burst_limit_percent"))
-    try:
-        team = Team(
-            slug=slug,
-            name=slug,
-            parent=parent,
-            bursting_priority=f.integer(
-                raw.get("bursting_priority", 1), f.join(path, "bursting_priority"), 1, 10
-            ),
-            burst_limit_percent=pct,
-        )
-    except ValidationError as err:
-        raise err.at(path) from None
+    weight = f.integer(raw.get("bursting_priority", 1), f.join(path, "bursting_priority"), 1, 10)
+    team = Team(slug=slug, name=slug, parent=parent, bursting_priority=weight,
+                burst_limit_percent=pct)
     teams.append(team)
     paths[slug] = path
     res_path = f.join(path, "reservations")

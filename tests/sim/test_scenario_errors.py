@@ -1,0 +1,112 @@
+"""Bad scenario files: one clear line naming the field's path, exit code 2,
+no traceback; unknown keys suggest the closest allowed key."""
+
+from __future__ import annotations
+
+import pytest
+
+from apportion.domain.errors import ValidationError
+from apportion.sim.scenario import parse_scenario
+from tests.sim.helpers import cli, shell
+
+POOL = "pools: [{name: main, nodes: [{name: a, gpus: 8}, {prefix: b, count: 2, gpus: 4}]}]\n"
+TEAM = "teams: [{name: r}]\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "words"),
+    [
+        pytest.param(
+            POOL + "teams: [{name: r, reservations: {main: 8}, children: "
+            "[{name: x}, {name: y, reservations: {main: -1}}]}]",
+            "teams[0].children[1].reservations.main", ["must be >= 0"], id="negative-reservation",
+        ),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpu: 1}]",
+                     "workloads[0].gpu", ["did you mean 'gpus'?"], id="unknown-key"),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: rr, gpus: 1}]",
+                     "workloads[0].team", ["no team named 'rr'", "did you mean 'r'?"],
+                     id="unknown-team"),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1.5}]",
+                     "workloads[0].gpus", ["0.25, 0.5, 0.75"], id="bad-gpus"),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, class: gold, gpus: 1}]",
+                     "workloads[0].class", ["reserved, elastic"], id="bad-class"),
+        pytest.param(POOL + "teams: [{name: r, reservations: {mian: 2}}]",
+                     "teams[0].reservations.mian", ["did you mean 'main'?"], id="unknown-pool"),
+        pytest.param(POOL + "teams: [{name: r, reservations: {main: 20}}]",
+                     "teams", ["more than its capacity of 16"], id="over-capacity"),
+        pytest.param(POOL + "teams: [{name: r, reservations: {main: 4}, children: "
+                     "[{name: c, reservations: {main: 6}}]}]",
+                     "teams[0].reservations.main", ["reserves only 4"], id="children-over-parent"),
+        pytest.param(POOL + "teams: [{name: r, children: [{name: c}]}]\n"
+                     "workloads: [{name: w, team: r, gpus: 1}]",
+                     "workloads[0].team", ["leaf teams"], id="not-a-leaf"),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1}]\n"
+                     "events: [{at: 0, cancel: w}]",
+                     "events[0].cancel", ["submitted at 0"], id="event-before-submission"),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1}]\n"
+                     "events: [{at: 5, cancle: w}]",
+                     "events[0].cancle", ["did you mean 'cancel'?"], id="unknown-event"),
+        pytest.param(POOL + TEAM + "events: [{at: 5, node_down: zz}]",
+                     "events[0].node_down", ["no node named 'zz'"], id="unknown-node"),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 2, "
+                     "placement: [{node: a, devices: [0]}]}]",
+                     "workloads[0].placement[0].devices", ["needs 2"], id="placement-devices"),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1, "
+                     "placement: [{node: a, devices: [9]}]}]",
+                     "workloads[0].placement[0].devices[0]", ["<= 7"], id="placement-index"),
+        pytest.param("pools: [{name: main, nodes: [{name: a, gpus: 8}, {name: a, gpus: 8}]}]",
+                     "pools[0].nodes[1]", ["already defined"], id="duplicate-node"),
+        pytest.param("pools: [{name: main, start_delay: -5, nodes: []}]",
+                     "pools[0].start_delay", [">= 0"], id="negative-delay"),
+        pytest.param("pool: []", "pool", ["did you mean 'pools'?"], id="top-level-typo"),
+        pytest.param(POOL + "teams: [{name: R_1}]", "teams[0].name", ["DNS label"], id="slug"),
+        pytest.param(POOL + "teams: [{name: r, bursting_priority: 11}]",
+                     "teams[0].bursting_priority", ["1..10"], id="weight"),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1}, "
+                     "{name: w, team: r, gpus: 1}]", "workloads[1]", ["already defined"],
+                     id="duplicate-workload"),
+    ],
+)
+def test_errors_name_the_field(text: str, field: str, words: list[str]) -> None:
+    with pytest.raises(ValidationError) as err:
+        parse_scenario(text)
+    assert err.value.field == field
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_cli_bad_file_exit_2_one_clear_line(scenario_file) -> None:
+    path = scenario_file(POOL + TEAM + "workloads: [{name: w, team: r, gpu: 1}]")
+    run = cli(path, "-o", "json")
+    assert run.exit_code == 2
+    assert run.stdout == ""
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "workloads[0].gpu: unknown key; did you mean 'gpus'?" in lines[0]
+
+
+def test_shell_no_traceback_for_yaml_syntax_or_missing_file(tmp_path) -> None:
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("pools: [{name: main\nteams: [")
+    for path in (str(bad), str(tmp_path / "missing.yaml")):
+        run = shell(path)
+        assert run.exit_code == 2
+        assert "Traceback" not in run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1
+    assert "line" in shell(str(bad)).stderr
+
+
+def test_placement_that_does_not_fit_refuses_the_file(scenario_file) -> None:
+    path = scenario_file(POOL + TEAM + "workloads:\n"
+                         "  - {name: w, team: r, gpus: 4, placement: [{node: a, devices: "
+                         "[0, 1, 2, 3]}]}\n"
+                         "  - {name: v, team: r, gpus: 1, at: 10, "
+                         "placement: [{node: a, devices: [3]}]}\n")
+    run = cli(path)
+    assert run.exit_code == 2
+    assert "workloads[1].placement[0].devices" in run.stderr and "held by w" in run.stderr
+
+
+def test_unknown_output_format_is_a_usage_error(scenario_file) -> None:
+    run = cli(scenario_file(POOL), "-o", "xml")
+    assert run.exit_code == 2

@@ -1,0 +1,135 @@
+"""Invariants of the scheduling cycle over random organizations and events."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apportion.domain.lifecycle import Status, transition
+from apportion.domain.org import build_tree
+from apportion.domain.workload import TopologyMode
+from apportion.engine.cycle import run_cycle
+from apportion.engine.ledger import Ledger
+from apportion.engine.snapshot import CycleConfig
+from tests.engine.harness import World
+
+GPUS = st.sampled_from([0.25, 0.5, 0.75, 1, 2, 4])
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> tuple[World, list[dict]]:
+    racks = draw(st.integers(1, 3))
+    per_rack = draw(st.integers(1, 2))
+    grace = draw(st.sampled_from([0, 0, 30]))
+    w = World().pool(racks={f"r{i}": per_rack for i in range(racks)}, gpus=4,
+                     topology=("zone", "rack"), preemption_grace=grace)
+    capacity = racks * per_rack * 4
+    left = capacity
+    leaves = []
+    for t in range(draw(st.integers(1, 3))):
+        top = f"t{t}"
+        res = draw(st.integers(0, left))
+        left -= res
+        limit = draw(st.sampled_from([None, None, 0, 50, 100]))
+        w.team(top, weight=draw(st.integers(1, 4)), limit=limit, main=res)
+        if draw(st.booleans()):
+            inner = res
+            for c in range(2):
+                r = draw(st.integers(0, inner))
+                inner -= r
+                w.team(f"{top}c{c}", top, weight=draw(st.integers(1, 3)), main=r)
+                leaves.append(f"{top}c{c}")
+        else:
+            leaves.append(top)
+    steps = []
+    for i in range(draw(st.integers(3, 14))):
+        topo = draw(st.sampled_from([None, None, "required", "preferred"]))
+        steps.append({
+            "name": f"w{i}",
+            "team": draw(st.sampled_from(leaves)),
+            "gpus": draw(GPUS),
+            "pods": draw(st.integers(1, 3)),
+            "wclass": draw(st.sampled_from(["reserved", "elastic", "elastic"])),
+            "priority_shift": draw(st.integers(0, 2)),
+            "requeue": draw(st.booleans()),
+            "topology": topo,
+            "complete": draw(st.integers(0, 5)),
+        })
+    return w, steps
+
+
+def check_invariants(w: World) -> None:
+    tree = build_tree(w.teams, w.reservations)
+    used: dict[tuple[str, int], int] = defaultdict(int)
+    led = Ledger(tree, "main")
+    node_rack = {n.name: n.labels.get("rack") for n in w.nodes}
+    for s in w.states.values():
+        if s.status.is_placed:
+            assert s.spec.min_pods <= len(s.placement) <= s.spec.pods
+            for pod in s.placement:
+                for d in pod.devices:
+                    used[(pod.node, d.index)] += d.milli
+            led.add(s.team, s.spec.is_reserved, s.placed_milli)
+            topo = s.spec.topology
+            if topo is not None and topo.mode is TopologyMode.REQUIRED:
+                assert len({node_rack[p.node] for p in s.placement}) == 1
+        elif s.status is Status.QUEUED and s.nomination and not s.is_hold:
+            led.add(s.team, s.spec.is_reserved, s.nominated_milli)
+    for e in w.exiting:
+        for pod in e.placement:
+            for d in pod.devices:
+                used[(pod.node, d.index)] += d.milli
+    assert all(v <= 1000 for v in used.values()), used
+    for team in tree.teams:
+        cap = tree.cap(team, "main")
+        if cap is not None:
+            assert led.usage(team) <= cap, (team, led.usage(team), cap)
+    for top in tree.top_level():
+        assert led.overflow(top) == 0, (top, led.overflow(top))
+    for p in w.preemptions:
+        assert not w.states[p.victim].spec.is_reserved
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(worlds())
+def test_invariants_hold_after_every_cycle(case: tuple[World, list[dict]]) -> None:
+    w, steps = case
+    for step in steps:
+        prio = {"reserved": 100 + 100 * step["priority_shift"],
+                "elastic": 25 * (step["priority_shift"] + 1)}[step["wclass"]]
+        topo = None
+        if step["topology"]:
+            topo = {"level": "rack", "mode": step["topology"]}
+        w.submit(step["name"], step["team"], step["gpus"], pods=step["pods"],
+                 wclass=step["wclass"], priority=prio, topology=topo,
+                 requeue_on_preemption=step["requeue"])
+        before = len(w.preemptions)
+        w.settle()
+        check_invariants(w)
+        _no_reversal(w, w.preemptions[before:])
+        # Determinism: the same snapshot gives the same plan, bit for bit.
+        snap = w.snapshot()
+        assert run_cycle(snap, CycleConfig(7)) == run_cycle(snap, CycleConfig(7))
+        # A fixed point stays one.
+        assert not w.cycle().changes_anything
+        done = [s for s in w.states.values() if s.status is Status.RUNNING]
+        for s in done[: step["complete"] % 3]:
+            w.states[s.id] = transition(s, Status.COMPLETED, w.now)
+        w.advance(30)
+        w.settle()
+        check_invariants(w)
+
+
+def _no_reversal(w: World, preemptions: list) -> None:
+    """Under the same demand, a cross-team preemption is never undone."""
+    pairs = set()
+    for p in preemptions:
+        victim, by = w.states[p.victim], w.states[p.by]
+        if victim.team == by.team or by.spec.is_reserved:
+            continue
+        if victim.spec.priority != by.spec.priority:
+            continue
+        assert (by.team, victim.team) not in pairs, "preemption undone under same demand"
+        pairs.add((victim.team, by.team))

@@ -1,0 +1,63 @@
+"""Allocation choice across pools (SPEC 6.1)."""
+
+from __future__ import annotations
+
+from apportion.domain.lifecycle import Status, transition
+from tests.engine.harness import World
+
+
+def two_pools() -> World:
+    return World().pool("p1", nodes=1).pool("p2", nodes=1)
+
+
+def test_prefers_pool_where_it_starts_now() -> None:
+    w = two_pools().team("t")
+    w.submit("fill", "t", 8, pool="p1", running=True)
+    w.submit("job", "t", 4)
+    w.settle()
+    assert w.w("job").pool == "p2" and w.status("job") == "Running"
+
+
+def test_prefers_cheapest_preemption_when_nothing_is_free() -> None:
+    w = two_pools().team("a").team("b", p1=8, p2=8)
+    w.submit("big", "a", 8, pool="p1", running=True)
+    w.submit("s1", "a", 4, pool="p2", running=True)
+    w.submit("s2", "a", 4, pool="p2", running=True)
+    w.submit("need", "b", 4, wclass="reserved")
+    w.settle()
+    assert w.w("need").pool == "p2"
+    assert len(w.preempted()) == 1
+
+
+def test_elastic_prefers_its_own_reservation() -> None:
+    w = two_pools().team("t", p2=4).team("other", p1=4)
+    w.submit("job", "t", 2)
+    w.settle()
+    assert w.w("job").pool == "p2"
+
+
+def test_gpu_type_and_pin_filter_pools() -> None:
+    w = World().pool("a100s", nodes=1, gpu_type="a100").pool("h100s", nodes=1, gpu_type="h100")
+    w.nodes = [n.__class__(n.name, n.pool, n.gpus, gpu_type=w.pools[n.pool].gpu_type)
+               for n in w.nodes]
+    w.team("t")
+    w.submit("typed", "t", 1, gpu_type="h100")
+    w.submit("pinned", "t", 1, pool="a100s")
+    w.settle()
+    assert w.w("typed").pool == "h100s"
+    assert w.w("pinned").pool == "a100s"
+
+
+def test_queued_workload_moves_only_when_it_can_start_elsewhere_now() -> None:
+    w = two_pools().team("t")
+    w.submit("p1fill", "t", 8, pool="p1", running=True)
+    w.submit("p2fill", "t", 8, pool="p2", running=True)
+    w.submit("job", "t", 8)
+    w.settle()
+    assert w.status("job") == "Queued"
+    first = w.w("job").pool
+    other = "p2" if first == "p1" else "p1"
+    fill = w.names[f"{other}fill"]
+    w.states[fill] = transition(w.states[fill], Status.COMPLETED, w.now)
+    w.settle()
+    assert w.w("job").pool == other and w.status("job") == "Running"

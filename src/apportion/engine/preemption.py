@@ -91,9 +91,11 @@ class VictimSearch:
             if v.status.is_placed:
                 if self.for_hold or self._may_displace(v):
                     out.append(v)
-            elif v.status is Status.QUEUED and v.nomination and not self.for_hold:
-                if outranks(w, v):
-                    out.append(v)
+            elif (
+                v.status is Status.QUEUED and v.nomination and not self.for_hold
+                and outranks(w, v)
+            ):
+                out.append(v)
         return out
 
     def _may_displace(self, v: WorkloadState) -> bool:

@@ -1,0 +1,139 @@
+"""``ApportionClient``: the typed, synchronous client of the v1 REST API (docs/api.md).
+
+Shared by the CLI, the agent and the tests. It returns the API objects unchanged (plain
+``dict`` values, :class:`Page` for lists) and raises :class:`ApiError` with the server's
+``status``, ``code``, ``message``, ``details`` and ``request_id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from apportion.client.admin import AdminEndpoints, _idem, _seg
+from apportion.client.base import Page
+from apportion.client.sse import SseEvent
+
+TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Preempted", "Cancelled"})
+
+
+class ApportionClient(AdminEndpoints):
+    """All endpoints of docs/api.md. Use as a context manager or call :meth:`close`."""
+
+    # -- workloads --------------------------------------------------------------------------
+
+    def submit_workload(self, spec: Mapping[str, Any], *,
+                        idempotency_key: str | None = None) -> dict[str, Any]:
+        """POST the submit body (SPEC 3); returns the Workload (status ``Pending``)."""
+        return self.data("POST", "/v1/workloads", json=dict(spec),
+                         headers=_idem(idempotency_key))
+
+    def dry_run_workload(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """What would happen if ``spec`` were submitted now: pool, starts_now, reason,
+        victims, placement. Nothing is stored."""
+        return self.data("POST", "/v1/workloads/dry-run", json=dict(spec))
+
+    def list_workloads(
+        self, *, status: list[str] | str | None = None, team: str | None = None,
+        class_: str | None = None, pool: str | None = None, submitted_by: str | None = None,
+        submitted_after: str | None = None, submitted_before: str | None = None,
+        name: str | None = None, limit: int | None = None, next_token: str | None = None,
+    ) -> Page:
+        return self.page("/v1/workloads", {
+            "status": status, "team": team, "class": class_, "pool": pool,
+            "submitted_by": submitted_by, "submitted_after": submitted_after,
+            "submitted_before": submitted_before, "name": name, "limit": limit,
+            "next_token": next_token,
+        })
+
+    def get_workload(self, workload_id: int) -> dict[str, Any]:
+        return self.data("GET", f"/v1/workloads/{_seg(workload_id)}")
+
+    def cancel_workload(self, workload_id: int, *, message: str | None = None,
+                        version: int | None = None) -> dict[str, Any]:
+        body = {k: v for k, v in {"message": message, "version": version}.items()
+                if v is not None}
+        return self.data("POST", f"/v1/workloads/{_seg(workload_id)}/cancel", json=body)
+
+    def workload_events(self, workload_id: int, *, limit: int | None = None,
+                        next_token: str | None = None) -> Page:
+        return self.page(f"/v1/workloads/{_seg(workload_id)}/events",
+                         {"limit": limit, "next_token": next_token})
+
+    def why_workload(self, workload_id: int) -> dict[str, Any]:
+        """``{"workload_id", "status", "reason": {"code", "message"} | None, "explanation"}``."""
+        return self.data("GET", f"/v1/workloads/{_seg(workload_id)}/why")
+
+    # -- capacity ---------------------------------------------------------------------------
+
+    def pool_capacity(self) -> list[dict[str, Any]]:
+        return list(self.data("GET", "/v1/capacity/pools") or [])
+
+    def team_capacity(self, *, pool: str | None = None,
+                      team: str | None = None) -> list[dict[str, Any]]:
+        return list(self.data("GET", "/v1/capacity/teams",
+                              params={"pool": pool, "team": team}) or [])
+
+    # -- events -----------------------------------------------------------------------------
+
+    def list_events(
+        self, *, workload_id: int | None = None, type: str | None = None,
+        after: int | None = None, limit: int | None = None, next_token: str | None = None,
+    ) -> Page:
+        return self.page("/v1/events", {"workload_id": workload_id, "type": type,
+                                        "after": after, "limit": limit,
+                                        "next_token": next_token})
+
+    def stream_events(
+        self, *, last_event_id: int | str | None = None, follow: bool = True,
+        read_timeout: float | None = None,
+    ) -> Iterator[SseEvent]:
+        """Events from ``/v1/events/stream`` as they happen; ``follow=False`` ends after
+        the backlog. Each :class:`SseEvent` carries the Event JSON in ``data``."""
+        params = {"follow": follow}
+        return self.sse("/v1/events/stream", params, last_event_id=last_event_id,
+                        read_timeout=read_timeout)
+
+    # -- agent protocol ---------------------------------------------------------------------
+
+    def agent_heartbeat(
+        self, pool: str, nodes: list[dict[str, Any]], *, agent_version: str = "",
+        runs: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Register or refresh the pool's inventory; returns ``{"pool", "nodes",
+        "decisions_cursor", "heartbeat_timeout"}``."""
+        body: dict[str, Any] = {"pool": pool, "agent_version": agent_version, "nodes": nodes}
+        if runs is not None:
+            body["runs"] = runs
+        return self.data("POST", "/v1/agent/heartbeat", json=body)
+
+    def agent_decisions(self, cursor: int = 0, *, limit: int | None = None,
+                        wait: float | None = None) -> Page:
+        """Decisions with id > ``cursor``; ``Page.next_token`` is the new cursor."""
+        params = {"cursor": cursor, "limit": limit, "wait": wait}
+        result = self.call("GET", "/v1/agent/decisions", params=params,
+                           timeout=None if not wait else wait + 30.0)
+        return Page(items=list(result.data or []),
+                    next_token=result.metadata.get("next_token"),
+                    total_count=result.metadata.get("total_count"),
+                    request_id=result.request_id)
+
+    def agent_report(
+        self, workload_id: int, attempt: int, run_id: str, status: str, *,
+        message: str | None = None, exit_code: int | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"workload_id": workload_id, "attempt": attempt,
+                                "run_id": run_id, "status": status}
+        if message is not None:
+            body["message"] = message
+        if exit_code is not None:
+            body["exit_code"] = exit_code
+        return self.data("POST", "/v1/agent/reports", json=body)
+
+    # -- other ------------------------------------------------------------------------------
+
+    def healthz(self) -> dict[str, Any]:
+        return self.data("GET", "/healthz")
+
+    def metrics(self) -> str:
+        return self.text("/metrics")

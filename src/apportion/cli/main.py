@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from apportion import __version__
-from apportion.cli import simulate_cmd
+from apportion.cli import server_cmd, simulate_cmd
 
 app = typer.Typer(
     name="apportion",
@@ -15,6 +15,7 @@ app = typer.Typer(
     add_completion=True,
 )
 simulate_cmd.register(app)
+server_cmd.register(app)
 
 
 @app.command()

@@ -98,12 +98,14 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        """A read-only transaction (rolled back at the end)."""
+        """A transaction for reading (nothing in it is meant to be written).
+
+        It ends with COMMIT, not ROLLBACK, so loaded rows stay readable after it.
+        """
         session = self._reads()
         try:
             with session.begin():
                 yield session
-                session.rollback()
         finally:
             session.close()
 

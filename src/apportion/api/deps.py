@@ -1,0 +1,169 @@
+"""Typed dependencies and helpers shared by the routers: the caller, paging,
+idempotency, and the response envelope."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Depends, Header, Query, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
+
+from apportion.domain.errors import ValidationError
+from apportion.service.commands import Idempotency, Result, execute
+from apportion.service.context import Ctx
+from apportion.service.control import ControlPlane
+from apportion.service.errors import RateLimited, Unauthenticated
+
+T = TypeVar("T")
+
+
+def control(request: Request) -> ControlPlane:
+    cp: ControlPlane = request.app.state.control
+    return cp
+
+
+def request_id(request: Request) -> str:
+    return str(request.scope.get("state", {}).get("request_id", ""))
+
+
+class RateLimiter:
+    """A token bucket per API token (``rate`` per second, ``burst`` deep)."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate, self.burst = rate, burst
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: str) -> None:
+        if self.rate <= 0:
+            return
+        now = time.monotonic()
+        with self._lock:
+            level, at = self._buckets.get(key, (self.burst, now))
+            level = min(self.burst, level + (now - at) * self.rate)
+            if level < 1:
+                self._buckets[key] = (level, now)
+                raise RateLimited((1 - level) / self.rate)
+            self._buckets[key] = (level - 1, now)
+
+
+def auth(request: Request, authorization: Annotated[str | None, Header()] = None) -> Ctx:
+    """The caller, from ``Authorization: Bearer <token>``."""
+    if not authorization:
+        raise Unauthenticated("missing Authorization: Bearer <token>")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthenticated("expected Authorization: Bearer <token>")
+    cp = control(request)
+    actor = cp.tokens.verify(token.strip())
+    request.app.state.rate_limiter.take(actor.token_id)
+    ctx = Ctx(actor, request_id(request))
+    request.state.ctx = ctx
+    return ctx
+
+
+CtxDep = Annotated[Ctx, Depends(auth)]
+
+
+async def idempotency(
+    request: Request, idempotency_key: Annotated[str | None, Header(max_length=255)] = None
+) -> Idempotency | None:
+    if not idempotency_key:
+        return None
+    body = await request.body()
+    return Idempotency.of(idempotency_key, request.method, request.url.path, body)
+
+
+IdemDep = Annotated[Idempotency | None, Depends(idempotency)]
+
+
+def encode_cursor(after: int | None) -> str | None:
+    if after is None:
+        return None
+    return base64.urlsafe_b64encode(f"a:{after}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(token: str | None) -> int | None:
+    if not token:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        kind, _, value = raw.partition(":")
+        if kind != "a":
+            raise ValueError(raw)
+        return int(value)
+    except ValueError:
+        raise BadParam("next_token", "is not a cursor returned by this API") from None
+
+
+class BadParam(ValidationError):
+    """A bad query parameter (400)."""
+
+
+class Paging:
+    def __init__(
+        self,
+        limit: Annotated[int, Query(ge=1, le=100, description="page size, 1-100")] = 20,
+        next_token: Annotated[str | None, Query(description="cursor of the next page")] = None,
+    ) -> None:
+        self.limit = limit
+        self.after = decode_cursor(next_token)
+
+
+PageDep = Annotated[Paging, Depends()]
+
+
+def parse_time(value: str | None, field: str) -> float | None:
+    """RFC 3339 or epoch seconds."""
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise BadParam(field, f"{value!r} is not a time", "RFC 3339 or epoch seconds") from None
+
+
+def envelope(
+    request: Request, data: Any, *, status: int = 200, next_after: int | None = None,
+    total: int | None = None, replayed: bool = False,
+) -> JSONResponse:
+    body = {
+        "data": data,
+        "metadata": {"next_token": encode_cursor(next_after), "total_count": total},
+        "request_id": request_id(request),
+    }
+    headers = {"Idempotent-Replayed": "true"} if replayed else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def run_command(
+    request: Request, ctx: Ctx, idem: Idempotency | None, fn: Callable[[Session], Any],
+    *, status: int = 200, poke: bool = True,
+) -> JSONResponse:
+    """One write transaction around ``fn`` with idempotency; the envelope."""
+    cp = control(request)
+    result = execute(cp.db, ctx, idem, lambda s: Result(status, fn(s)))
+    if poke and not result.replayed:
+        cp.poke()
+    return envelope(request, result.data, status=result.status, replayed=result.replayed)
+
+
+def read(request: Request, fn: Callable[[Session], T]) -> T:
+    with control(request).db.read() as session:
+        return fn(session)
+
+
+def body_of(model: Any) -> dict[str, Any]:
+    """A request model as a dict of the fields the caller set (by alias)."""
+    out: dict[str, Any] = model.model_dump(exclude_unset=True, by_alias=True)
+    return out

@@ -1,0 +1,68 @@
+"""The agent protocol: heartbeat, decisions (long-poll), reports."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from apportion.api.deps import CtxDep, IdemDep, body_of, envelope, run_command
+from apportion.api.schemas import (
+    DecisionRead,
+    Envelope,
+    Heartbeat,
+    HeartbeatRead,
+    Report,
+    ReportRead,
+)
+from apportion.service import agents as svc
+
+router = APIRouter(tags=["agent"])
+
+
+@router.post("/agent/heartbeat", response_model=Envelope[HeartbeatRead])
+def heartbeat(request: Request, ctx: CtxDep, idem: IdemDep, body: Heartbeat) -> JSONResponse:
+    data = body_of(body)
+    timeout = request.app.state.control.settings.agent_timeout
+
+    def fn(s):  # type: ignore[no-untyped-def]
+        return {**svc.heartbeat(s, ctx, data), "heartbeat_timeout": timeout}
+
+    return run_command(request, ctx, idem, fn)
+
+
+@router.get("/agent/decisions", response_model=Envelope[list[DecisionRead]])
+async def decisions(
+    request: Request, ctx: CtxDep,
+    cursor: Annotated[int, Query(ge=0, description="last decision id seen")] = 0,
+    limit: Annotated[int, Query(ge=1, le=100)] = 100,
+    wait: Annotated[float, Query(ge=0, le=30, description="long-poll seconds")] = 0,
+) -> JSONResponse:
+    db = request.app.state.control.db
+
+    def fetch() -> tuple[list[object], int]:
+        with db.read() as s:
+            return svc.decisions(s, ctx, cursor, limit)
+
+    deadline = time.monotonic() + wait
+    items, nxt = await run_in_threadpool(fetch)
+    while not items and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        items, nxt = await run_in_threadpool(fetch)
+    response = envelope(request, items, total=None)
+    # The cursor is a plain integer (not an opaque page token): agents persist it.
+    import json
+
+    body = json.loads(response.body)
+    body["metadata"]["next_token"] = str(nxt)
+    return JSONResponse(body)
+
+
+@router.post("/agent/reports", response_model=Envelope[ReportRead])
+def report(request: Request, ctx: CtxDep, idem: IdemDep, body: Report) -> JSONResponse:
+    data = body_of(body)
+    return run_command(request, ctx, idem, lambda s: svc.report(s, ctx, data))

@@ -1,0 +1,100 @@
+"""The event feed: a paginated list and a Server-Sent Events stream that
+resumes from ``Last-Event-ID``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from apportion.api.deps import BadParam, CtxDep, PageDep, envelope, read
+from apportion.api.schemas import Envelope, EventRead
+from apportion.service.authz import deny, visible_teams
+from apportion.service.context import Ctx, Role
+from apportion.service.loading import load_parents
+from apportion.service.views import event_view
+from apportion.store.repos import workloads as wl_repo
+
+router = APIRouter(tags=["events"])
+POLL_SECONDS = 0.5
+KEEPALIVE_SECONDS = 15.0
+
+
+def _teams(session: Session, ctx: Ctx) -> list[str] | None:
+    if ctx.actor.role is Role.AGENT:
+        raise deny(ctx, "event.read", "events", "a human role")
+    teams = visible_teams(ctx.actor, load_parents(session, ctx.org_id))
+    return None if teams is None else sorted(teams)
+
+
+@router.get("/events", response_model=Envelope[list[EventRead]])
+def list_events(
+    request: Request, ctx: CtxDep, page: PageDep, workload_id: int | None = None,
+    type: Annotated[list[str] | None, Query()] = None,
+    after: Annotated[int | None, Query(description="only events with a larger id")] = None,
+) -> JSONResponse:
+    def fn(s: Session) -> Any:
+        teams = _teams(s, ctx)
+        start = page.after if page.after is not None else after
+        res = wl_repo.list_events(s, ctx.org_id, after=start, limit=page.limit,
+                                  workload_id=workload_id, types=type or (), teams=teams)
+        return [event_view(r) for r in res.items], res.next_after, res.total
+
+    items, next_after, total = read(request, fn)
+    return envelope(request, items, next_after=next_after, total=total)
+
+
+@router.get("/events/stream", response_class=StreamingResponse,
+            responses={200: {"content": {"text/event-stream": {}},
+                             "description": "Server-Sent Events"}})
+async def stream_events(
+    request: Request, ctx: CtxDep,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    last_event_id_q: Annotated[str | None, Query(alias="last_event_id")] = None,
+    follow: bool = True,
+) -> StreamingResponse:
+    raw = last_event_id or last_event_id_q or "0"
+    try:
+        cursor = int(raw)
+    except ValueError:
+        raise BadParam("Last-Event-ID", f"{raw!r} is not an event id", "an integer") from None
+    db = request.app.state.control.db
+
+    def fetch(after: int) -> list[dict[str, Any]]:
+        with db.read() as s:
+            teams = _teams(s, ctx)
+            return [event_view(r) for r in wl_repo.events_after(s, ctx.org_id, after, 100, teams)]
+
+    await run_in_threadpool(fetch, cursor)  # check permissions before the stream starts
+
+    async def gen() -> AsyncIterator[str]:
+        after = cursor
+        quiet_since = time.monotonic()
+        yield "retry: 2000\n\n"
+        while True:
+            batch = await run_in_threadpool(fetch, after)
+            for ev in batch:
+                after = ev["id"]
+                yield f"id: {ev['id']}\nevent: {ev['type']}\ndata: {json.dumps(ev)}\n\n"
+            if batch:
+                quiet_since = time.monotonic()
+                if len(batch) == 100:
+                    continue
+            if not follow:
+                return
+            if await request.is_disconnected():
+                return
+            if time.monotonic() - quiet_since > KEEPALIVE_SECONDS:
+                quiet_since = time.monotonic()
+                yield ": keep-alive\n\n"
+            await asyncio.sleep(POLL_SECONDS)
+
+    return StreamingResponse(gen(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -1,0 +1,189 @@
+"""Organizations, tokens, teams, reservations and the audit log."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse
+
+from apportion.api.deps import CtxDep, IdemDep, PageDep, body_of, envelope, parse_time, read
+from apportion.api.deps import run_command as command
+from apportion.api.schemas import (
+    AuditRead,
+    Envelope,
+    OrgCreate,
+    OrgCreated,
+    OrgRead,
+    OrgUpdate,
+    ReservationRead,
+    ReservationSet,
+    TeamCreate,
+    TeamRead,
+    TeamUpdate,
+    TokenCreate,
+    TokenRead,
+)
+from apportion.domain.errors import NotFound
+from apportion.service import org as svc
+from apportion.service import tokens as tok
+from apportion.service.authz import deny, require_admin, require_reader
+from apportion.service.views import audit_view, org_view, reservation_view, token_view
+from apportion.store.repos import orgs as repo
+from apportion.store.repos import security as sec_repo
+
+router = APIRouter()
+IfMatch = Annotated[int | None, Header(alias="If-Match", description="expected version")]
+
+
+# -- organizations --------------------------------------------------------------------
+@router.get("/organizations/current", response_model=Envelope[OrgRead], tags=["organizations"])
+def get_current_org(request: Request, ctx: CtxDep) -> JSONResponse:
+    return envelope(request, read(request, lambda s: org_view(repo.get_org(s, ctx.org_id))))
+
+
+@router.patch("/organizations/current", response_model=Envelope[OrgRead],
+              tags=["organizations"])
+def patch_current_org(
+    request: Request, ctx: CtxDep, body: OrgUpdate, if_match: IfMatch = None
+) -> JSONResponse:
+    data = body_of(body)
+    if if_match is not None:
+        data.setdefault("version", if_match)
+    return command(request, ctx, None, lambda s: svc.patch_org(s, ctx, data), poke=False)
+
+
+@router.get("/organizations", response_model=Envelope[list[OrgRead]], tags=["organizations"])
+def list_orgs(request: Request, ctx: CtxDep) -> JSONResponse:
+    require_admin(ctx, "organization.list", "organizations")
+    if not ctx.actor.is_system_org:
+        raise deny(ctx, "organization.list", "organizations",
+                   "org_admin of the bootstrap organization")
+    data = read(request, lambda s: [org_view(o) for o in repo.list_orgs(s)])
+    return envelope(request, data, total=len(data))
+
+
+@router.post("/organizations", status_code=201, response_model=Envelope[OrgCreated],
+             tags=["organizations"])
+def create_org(request: Request, ctx: CtxDep, idem: IdemDep, body: OrgCreate) -> JSONResponse:
+    data = body_of(body)
+    return command(request, ctx, idem, lambda s: tok.new_org(s, ctx, data), status=201)
+
+
+# -- tokens -------------------------------------------------------------------------------
+@router.post("/tokens", status_code=201, response_model=Envelope[TokenRead], tags=["tokens"])
+def create_token(request: Request, ctx: CtxDep, idem: IdemDep, body: TokenCreate) -> JSONResponse:
+    data = body_of(body)
+    return command(request, ctx, idem, lambda s: tok.create_token(s, ctx, data), status=201,
+                   poke=False)
+
+
+@router.get("/tokens", response_model=Envelope[list[TokenRead]], tags=["tokens"])
+def list_tokens(request: Request, ctx: CtxDep) -> JSONResponse:
+    require_admin(ctx, "token.list", "tokens")
+    data = read(request, lambda s: [token_view(t) for t in sec_repo.list_tokens(s, ctx.org_id)])
+    return envelope(request, data, total=len(data))
+
+
+@router.get("/tokens/self", response_model=Envelope[TokenRead], tags=["tokens"])
+def token_self(request: Request, ctx: CtxDep) -> JSONResponse:
+    row = read(request, lambda s: sec_repo.get_token(s, ctx.actor.token_id))
+    if row is None:
+        raise NotFound("token", ctx.actor.token_id)
+    return envelope(request, token_view(row))
+
+
+@router.delete("/tokens/{token_id}", response_model=Envelope[TokenRead], tags=["tokens"])
+def revoke_token(request: Request, ctx: CtxDep, token_id: str) -> JSONResponse:
+    response = command(request, ctx, None, lambda s: tok.revoke_token(s, ctx, token_id),
+                       poke=False)
+    request.app.state.control.tokens.forget(token_id)
+    return response
+
+
+# -- teams ----------------------------------------------------------------------------------
+@router.get("/teams", response_model=Envelope[list[TeamRead]], tags=["teams"])
+def list_teams(request: Request, ctx: CtxDep, parent: str | None = None) -> JSONResponse:
+    require_reader(ctx, "team.read", "teams")
+    data = read(request, lambda s: svc.team_views(s, ctx.org_id))
+    if parent is not None:
+        data = [t for t in data if t["parent"] == parent]
+    return envelope(request, data, total=len(data))
+
+
+@router.get("/teams/{slug}", response_model=Envelope[TeamRead], tags=["teams"])
+def get_team(request: Request, ctx: CtxDep, slug: str) -> JSONResponse:
+    require_reader(ctx, "team.read", f"team/{slug}")
+    return envelope(request, read(request, lambda s: svc.team_detail(s, ctx.org_id, slug)))
+
+
+@router.post("/teams", status_code=201, response_model=Envelope[TeamRead], tags=["teams"])
+def create_team(request: Request, ctx: CtxDep, idem: IdemDep, body: TeamCreate) -> JSONResponse:
+    data = body_of(body)
+    return command(request, ctx, idem, lambda s: svc.create_team(s, ctx, data), status=201)
+
+
+@router.patch("/teams/{slug}", response_model=Envelope[TeamRead], tags=["teams"])
+def update_team(
+    request: Request, ctx: CtxDep, slug: str, body: TeamUpdate, if_match: IfMatch = None
+) -> JSONResponse:
+    data = body_of(body)
+    if if_match is not None:
+        data.setdefault("version", if_match)
+    return command(request, ctx, None, lambda s: svc.update_team(s, ctx, slug, data))
+
+
+@router.delete("/teams/{slug}", response_model=Envelope[TeamRead], tags=["teams"])
+def delete_team(request: Request, ctx: CtxDep, slug: str, if_match: IfMatch = None
+                ) -> JSONResponse:
+    return command(request, ctx, None, lambda s: svc.delete_team(s, ctx, slug, if_match))
+
+
+# -- reservations ------------------------------------------------------------------------------
+@router.get("/reservations", response_model=Envelope[list[ReservationRead]],
+            tags=["reservations"])
+def list_reservations(
+    request: Request, ctx: CtxDep, team: str | None = None, pool: str | None = None
+) -> JSONResponse:
+    require_reader(ctx, "reservation.read", "reservations")
+    data = read(request, lambda s: [reservation_view(r) for r in
+                                    repo.list_reservations(s, ctx.org_id, team, pool)])
+    return envelope(request, data, total=len(data))
+
+
+@router.put("/reservations/{team}/{pool}", response_model=Envelope[ReservationRead],
+            tags=["reservations"])
+def set_reservation(
+    request: Request, ctx: CtxDep, team: str, pool: str, body: ReservationSet,
+    if_match: IfMatch = None,
+) -> JSONResponse:
+    data = body_of(body)
+    if if_match is not None:
+        data.setdefault("version", if_match)
+    return command(request, ctx, None, lambda s: svc.set_reservation(s, ctx, team, pool, data))
+
+
+@router.delete("/reservations/{team}/{pool}", response_model=Envelope[ReservationRead],
+               tags=["reservations"])
+def delete_reservation(
+    request: Request, ctx: CtxDep, team: str, pool: str, if_match: IfMatch = None
+) -> JSONResponse:
+    return command(request, ctx, None,
+                   lambda s: svc.delete_reservation(s, ctx, team, pool, if_match))
+
+
+# -- audit ---------------------------------------------------------------------------------------
+@router.get("/audit", response_model=Envelope[list[AuditRead]], tags=["audit"])
+def list_audit(
+    request: Request, ctx: CtxDep, page: PageDep, actor: str | None = None,
+    action: str | None = None, outcome: str | None = None,
+    after: Annotated[str | None, Query(description="RFC 3339 or epoch seconds")] = None,
+    before: Annotated[str | None, Query(description="RFC 3339 or epoch seconds")] = None,
+) -> JSONResponse:
+    require_admin(ctx, "audit.read", "audit")
+    since, until = parse_time(after, "after"), parse_time(before, "before")
+    res = read(request, lambda s: sec_repo.list_audit(
+        s, ctx.org_id, after=page.after, limit=page.limit, actor=actor, action=action,
+        outcome=outcome, since=since, until=until))
+    return envelope(request, [audit_view(r) for r in res.items], next_after=res.next_after,
+                    total=res.total)

@@ -1,0 +1,124 @@
+"""Pools, nodes and capacity views."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse
+
+from apportion.api.deps import CtxDep, IdemDep, body_of, envelope, read, run_command
+from apportion.api.schemas import (
+    Envelope,
+    NodeRead,
+    PoolCapacity,
+    PoolCreate,
+    PoolRead,
+    PoolUpdate,
+    TeamCapacity,
+    VersionBody,
+)
+from apportion.service import pools as svc
+from apportion.service.authz import require_reader
+
+router = APIRouter()
+IfMatch = Annotated[int | None, Header(alias="If-Match", description="expected version")]
+
+
+@router.get("/pools", response_model=Envelope[list[PoolRead]], tags=["pools"])
+def list_pools(request: Request, ctx: CtxDep) -> JSONResponse:
+    require_reader(ctx, "pool.read", "pools")
+    data = read(request, lambda s: svc.pool_views(s, ctx.org_id))
+    return envelope(request, data, total=len(data))
+
+
+@router.get("/pools/{name}", response_model=Envelope[PoolRead], tags=["pools"])
+def get_pool(request: Request, ctx: CtxDep, name: str) -> JSONResponse:
+    require_reader(ctx, "pool.read", f"pool/{name}")
+    return envelope(request, read(request, lambda s: svc.pool_detail(s, ctx.org_id, name)))
+
+
+@router.post("/pools", status_code=201, response_model=Envelope[PoolRead], tags=["pools"])
+def create_pool(request: Request, ctx: CtxDep, idem: IdemDep, body: PoolCreate) -> JSONResponse:
+    data = body_of(body)
+    data.setdefault("name", body.name)
+    return run_command(request, ctx, idem, lambda s: svc.create_pool(s, ctx, data), status=201)
+
+
+@router.patch("/pools/{name}", response_model=Envelope[PoolRead], tags=["pools"])
+def update_pool(
+    request: Request, ctx: CtxDep, name: str, body: PoolUpdate, if_match: IfMatch = None
+) -> JSONResponse:
+    data = body_of(body)
+    if if_match is not None:
+        data.setdefault("version", if_match)
+    return run_command(request, ctx, None, lambda s: svc.update_pool(s, ctx, name, data))
+
+
+@router.delete("/pools/{name}", response_model=Envelope[PoolRead], tags=["pools"])
+def delete_pool(request: Request, ctx: CtxDep, name: str, if_match: IfMatch = None
+                ) -> JSONResponse:
+    return run_command(request, ctx, None, lambda s: svc.delete_pool(s, ctx, name, if_match))
+
+
+@router.get("/nodes", response_model=Envelope[list[NodeRead]], tags=["nodes"])
+def list_nodes(
+    request: Request, ctx: CtxDep, pool: str | None = None, state: str | None = None
+) -> JSONResponse:
+    require_reader(ctx, "node.read", "nodes")
+    data = read(request, lambda s: svc.node_views(s, ctx.org_id, pool, state))
+    return envelope(request, data, total=len(data))
+
+
+@router.get("/pools/{name}/nodes", response_model=Envelope[list[NodeRead]], tags=["nodes"])
+def list_pool_nodes(request: Request, ctx: CtxDep, name: str) -> JSONResponse:
+    require_reader(ctx, "node.read", f"pool/{name}")
+
+    def fn(s):  # type: ignore[no-untyped-def]
+        svc.pool_detail(s, ctx.org_id, name)
+        return svc.node_views(s, ctx.org_id, name)
+
+    data = read(request, fn)
+    return envelope(request, data, total=len(data))
+
+
+@router.get("/nodes/{name}", response_model=Envelope[NodeRead], tags=["nodes"])
+def get_node(request: Request, ctx: CtxDep, name: str) -> JSONResponse:
+    require_reader(ctx, "node.read", f"node/{name}")
+    return envelope(request, read(request, lambda s: svc.node_detail(s, ctx.org_id, name)))
+
+
+def _cordon(request: Request, ctx: CtxDep, idem: IdemDep, name: str, body: VersionBody | None,
+            flag: bool) -> JSONResponse:
+    version = body.version if body else None
+    if version is None and request.headers.get("if-match"):
+        version = int(request.headers["if-match"])
+    return run_command(request, ctx, idem, lambda s: svc.set_cordon(s, ctx, name, flag, version))
+
+
+@router.post("/nodes/{name}/cordon", response_model=Envelope[NodeRead], tags=["nodes"])
+def cordon(request: Request, ctx: CtxDep, idem: IdemDep, name: str,
+           body: VersionBody | None = None) -> JSONResponse:
+    return _cordon(request, ctx, idem, name, body, True)
+
+
+@router.post("/nodes/{name}/uncordon", response_model=Envelope[NodeRead], tags=["nodes"])
+def uncordon(request: Request, ctx: CtxDep, idem: IdemDep, name: str,
+             body: VersionBody | None = None) -> JSONResponse:
+    return _cordon(request, ctx, idem, name, body, False)
+
+
+@router.get("/capacity/pools", response_model=Envelope[list[PoolCapacity]], tags=["capacity"])
+def pool_capacity(request: Request, ctx: CtxDep) -> JSONResponse:
+    require_reader(ctx, "capacity.read", "pools")
+    data = read(request, lambda s: svc.pool_capacity_views(s, ctx.org_id))
+    return envelope(request, data, total=len(data))
+
+
+@router.get("/capacity/teams", response_model=Envelope[list[TeamCapacity]], tags=["capacity"])
+def team_capacity(
+    request: Request, ctx: CtxDep, pool: str | None = None, team: str | None = None
+) -> JSONResponse:
+    require_reader(ctx, "capacity.read", "teams")
+    data = read(request, lambda s: svc.team_capacity_views(s, ctx.org_id, pool, team))
+    return envelope(request, data, total=len(data))

@@ -1,0 +1,33 @@
+"""Health and metrics (no authentication)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy import text
+
+from apportion.service.views import iso
+
+router = APIRouter(tags=["system"])
+
+
+@router.get("/healthz")
+def healthz(request: Request) -> JSONResponse:
+    cp = request.app.state.control
+    status: dict[str, Any] = {"status": "ok", "database": "ok"}
+    try:
+        with cp.db.read() as s:
+            s.execute(text("SELECT 1"))
+    except Exception as exc:
+        status.update(status="degraded", database=f"error: {type(exc).__name__}")
+    status["scheduler"] = {"leader": cp.loop.is_leader,
+                           "last_cycle_at": iso(cp.loop.last_cycle_at)}
+    return JSONResponse(status, status_code=200 if status["status"] == "ok" else 503)
+
+
+@router.get("/metrics", response_class=Response)
+def metrics(request: Request) -> Response:
+    body = request.app.state.control.metrics.render()
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

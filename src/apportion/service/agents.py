@@ -1,0 +1,221 @@
+"""The agent protocol: heartbeat (node inventory), decisions, reports, and the
+silence sweep. Reports are idempotent by (run id, attempt): a repeated report
+changes nothing; a report for an old attempt, or one that would leave a
+terminal state, is ignored and audited."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from apportion.domain.cluster import Node
+from apportion.domain.errors import ValidationError
+from apportion.domain.lifecycle import Status, transition
+from apportion.service import audit
+from apportion.service.authz import require_agent
+from apportion.service.context import Ctx
+from apportion.service.events import add_event, add_lifecycle_events
+from apportion.service.pools import add_pool_row, pool_from_body
+from apportion.service.views import decision_view
+from apportion.service.workloads import run_id
+from apportion.store import codec
+from apportion.store.models import DecisionRow, NodeRow, WorkloadRow
+from apportion.store.repos import orgs as repo
+from apportion.store.repos import workloads as wl_repo
+
+HEALTH = ("ready", "down")
+REPORT_STATUS = {"running": Status.RUNNING, "completed": Status.COMPLETED,
+                 "failed": Status.FAILED}
+
+
+def _parse_node(raw: Any, i: int, pool: str) -> tuple[Node, str, list[list[int]]]:
+    f = f"nodes[{i}]"
+    if not isinstance(raw, dict):
+        raise ValidationError(f, "must be an object")
+    health = raw.get("health", "ready")
+    if health not in HEALTH:
+        raise ValidationError(f"{f}.health", f"{health!r} is not a health", ", ".join(HEALTH))
+    try:
+        node = Node(name=raw.get("name"), pool=pool, gpus=raw.get("gpus"),  # type: ignore[arg-type]
+                    gpu_type=raw.get("gpu_type"),
+                    gpu_memory_mib=raw.get("gpu_memory_mib") or 81920,
+                    labels=raw.get("labels") or {})
+    except ValidationError as e:
+        raise e.at(f) from None
+    unavailable: list[list[int]] = []
+    for j, u in enumerate(raw.get("unavailable") or []):
+        idx, milli = int(u.get("index", -1)), int(u.get("milli", 0))
+        if not 0 <= idx < node.gpus or not 0 < milli <= 1000:
+            raise ValidationError(f"{f}.unavailable[{j}]", "bad device share",
+                                  f"index 0..{node.gpus - 1}, milli 1..1000")
+        unavailable.append([idx, milli])
+    return node, health, unavailable
+
+
+def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
+    pool_name = body.get("pool") or ctx.actor.pool or ""
+    require_agent(ctx, pool_name, "agent.heartbeat")
+    now = time.time()
+    pool = repo.find_pool(session, ctx.org_id, pool_name)
+    if pool is None:
+        pool = add_pool_row(session, ctx.org_id, pool_from_body({}, pool_name, None))
+    nodes = [_parse_node(n, i, pool_name) for i, n in enumerate(body.get("nodes") or [])]
+    existing = {n.name: n for n in repo.list_nodes(session, ctx.org_id)}
+    changed = pool.agent_status != "connected"
+    seen: set[str] = set()
+    for node, health, unavailable in nodes:
+        seen.add(node.name)
+        row = existing.get(node.name)
+        if row is not None and row.pool != pool_name:
+            raise ValidationError("nodes", f"node {node.name!r} belongs to pool {row.pool!r}")
+        if row is None:
+            row = NodeRow(org_id=ctx.org_id, pool=pool_name, name=node.name, gpus=node.gpus,
+                          gpu_memory_mib=node.gpu_memory_mib, version=0, cordoned=False)
+            session.add(row)
+            changed = True
+        new = (node.gpus, node.gpu_type, node.gpu_memory_mib, dict(node.labels), health,
+               unavailable)
+        old = (row.gpus, row.gpu_type, row.gpu_memory_mib, dict(row.labels or {}), row.health,
+               list(row.unavailable or []))
+        if new != old:
+            if health == "down" and row.health != "down":
+                _fail_on_node(session, ctx, node.name, now)
+            (row.gpus, row.gpu_type, row.gpu_memory_mib, row.labels, row.health,
+             row.unavailable) = new
+            row.version = (row.version or 0) + 1
+            changed = True
+            add_event(session, ctx.org_id, "node.changed", cause=ctx.cause,
+                      message=f"node {node.name}: {health}", data={"node": node.name,
+                                                                    "pool": pool_name})
+        row.last_seen_at = now
+    for name, row in existing.items():
+        if row.pool == pool_name and name not in seen and row.health != "down":
+            _fail_on_node(session, ctx, name, now)
+            row.health, row.version = "down", row.version + 1
+            changed = True
+    if pool.agent_status != "connected":
+        add_event(session, ctx.org_id, "pool.agent", cause=ctx.cause,
+                  message=f"agent of pool {pool_name} connected", data={"pool": pool_name})
+    pool.agent_status, pool.last_heartbeat_at = "connected", now
+    for run in body.get("runs") or []:
+        report(session, ctx, run)
+    if changed:
+        repo.bump_sched_version(session, ctx.org_id)
+        audit.record(session, ctx, "agent.heartbeat", f"pool/{pool_name}",
+                     after={"nodes": sorted(seen)})
+    return {"pool": pool_name, "nodes": len(nodes),
+            "decisions_cursor": wl_repo.last_decision_id(session, ctx.org_id, pool_name)}
+
+
+def _fail_on_node(session: Session, ctx: Ctx, node: str, now: float) -> None:
+    """A node went down: workloads with pods on it fail (SPEC 5)."""
+    for row in wl_repo.active_workloads(session, ctx.org_id):
+        if row.status not in ("Starting", "Running"):
+            continue
+        if not any(p["node"] == node for p in row.placement or []):
+            continue
+        state = codec.state_from_row(row)
+        new = transition(state, Status.FAILED, int(now), ctx.cause, f"node {node} is down")
+        session.add(_stop(row, "node_down", now))
+        codec.state_to_row(new, row, now)
+        add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now)
+
+
+def _stop(row: WorkloadRow, reason: str, now: float) -> DecisionRow:
+    return DecisionRow(org_id=row.org_id, pool=row.pool or "", kind="stop", workload_id=row.id,
+                       attempt=row.attempt, run_id=run_id(row.id, row.attempt),
+                       placement=row.placement, exec={}, reason=reason, grace_seconds=0,
+                       created_at=now)
+
+
+def decisions(session: Session, ctx: Ctx, cursor: int, limit: int) -> tuple[list[Any], int]:
+    pool = ctx.actor.pool or ""
+    require_agent(ctx, pool, "agent.decisions")
+    rows = wl_repo.decisions_after(session, ctx.org_id, pool, cursor, limit)
+    return [decision_view(r) for r in rows], (rows[-1].id if rows else cursor)
+
+
+def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
+    """Apply one pod-status report; returns whether it was accepted."""
+    pool = ctx.actor.pool or ""
+    require_agent(ctx, pool, "agent.report")
+    try:
+        wid, attempt = int(body["workload_id"]), int(body["attempt"])
+    except (KeyError, TypeError, ValueError):
+        raise ValidationError("workload_id", "workload_id and attempt must be integers") from None
+    target = REPORT_STATUS.get(str(body.get("status")))
+    if target is None:
+        raise ValidationError("status", f"{body.get('status')!r} is not a report status",
+                              ", ".join(REPORT_STATUS))
+    row = wl_repo.get_workload(session, ctx.org_id, wid, lock=True)
+    if row.pool != pool and not any(a.get("pool") == pool for a in row.attempts or []):
+        require_agent(ctx, row.pool or "", "agent.report")
+    status = Status(row.status)
+    out = {"workload_id": wid, "attempt": attempt, "status": row.status}
+    note = _ignore_reason(row, status, attempt, target, body.get("run_id"))
+    if note == "duplicate":
+        return {**out, "accepted": True, "note": "already applied"}
+    if note:
+        audit.record(session, ctx, "agent.report", f"workload/{wid}", outcome="ignored",
+                     message=note, after=dict(body))
+        return {**out, "accepted": False, "note": note}
+    now = time.time()
+    state = codec.state_from_row(row)
+    cause = f"agent report ({ctx.actor.name})"
+    msg = str(body.get("message") or "")
+    if status is Status.STARTING and target is not Status.RUNNING and target is not (
+        Status.FAILED
+    ):
+        state = transition(state, Status.RUNNING, int(now), cause, "pods running")
+    new = transition(state, target, int(now), cause, msg)
+    codec.state_to_row(new, row, now)
+    add_lifecycle_events(session, ctx.org_id, wid, row.team, new.events, now)
+    audit.record(session, ctx, "agent.report", f"workload/{wid}",
+                 before={"status": status.value}, after={"status": new.status.value})
+    repo.bump_sched_version(session, ctx.org_id)
+    return {**out, "status": row.status, "accepted": True, "note": ""}
+
+
+def _ignore_reason(
+    row: WorkloadRow, status: Status, attempt: int, target: Status, rid: object
+) -> str:
+    if attempt < row.attempt:
+        return f"stale report for attempt {attempt}; the workload is on attempt {row.attempt}"
+    if attempt > row.attempt:
+        return f"report for unknown attempt {attempt}"
+    if rid is not None and rid != run_id(row.id, row.attempt):
+        return f"run id {rid!r} does not match {run_id(row.id, row.attempt)!r}"
+    if status is target:
+        return "duplicate"
+    if status.is_terminal:
+        return f"workload is {status.value}; a terminal attempt never changes"
+    if status.is_waiting:
+        return f"workload is {status.value}; it has not been started"
+    if status is Status.RUNNING and target is Status.RUNNING:
+        return "duplicate"
+    return ""
+
+
+def sweep_silent_agents(session: Session, org_id: int, timeout: float) -> int:
+    """Mark the nodes of pools whose agent is silent longer than ``timeout`` as
+    ``unknown`` (they take no new pods; their workloads keep their status)."""
+    now = time.time()
+    count = 0
+    for pool in repo.list_pools(session, org_id):
+        if pool.agent_status != "connected" or pool.last_heartbeat_at is None:
+            continue
+        if now - pool.last_heartbeat_at <= timeout:
+            continue
+        pool.agent_status = "silent"
+        for node in repo.list_nodes(session, org_id, pool.name):
+            if node.health == "ready":
+                node.health, node.version = "unknown", node.version + 1
+        add_event(session, org_id, "pool.agent", cause="agent timeout",
+                  message=f"agent of pool {pool.name} silent for {now - pool.last_heartbeat_at:.0f}"
+                  " s; its nodes are unknown", data={"pool": pool.name})
+        count += 1
+    if count:
+        repo.bump_sched_version(session, org_id)
+    return count

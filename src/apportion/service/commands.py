@@ -1,0 +1,77 @@
+"""Running a command: one write transaction, with its Idempotency-Key.
+
+A command returns a :class:`Result` (HTTP-neutral status and JSON data). With
+an idempotency key, the stored result is returned for the same request, the
+key refused for a different one, and a new result stored in the same
+transaction as the command's changes, so a crash never separates the two.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from apportion.service.context import Ctx
+from apportion.service.errors import IdempotencyMismatch
+from apportion.store.db import Database
+from apportion.store.models import IdempotencyRow
+from apportion.store.repos.security import get_idempotency
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    status: int
+    data: Any
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Idempotency:
+    key: str
+    fingerprint: str
+
+    @classmethod
+    def of(cls, key: str | None, method: str, path: str, body: bytes) -> Idempotency | None:
+        if not key:
+            return None
+        digest = hashlib.sha256(method.encode() + b" " + path.encode() + b"\n" + body)
+        return cls(key, digest.hexdigest())
+
+
+def execute(
+    db: Database, ctx: Ctx, idem: Idempotency | None, fn: Callable[[Session], Result]
+) -> Result:
+    """Run ``fn`` in one write transaction, honouring ``idem``."""
+    for attempt in range(2):
+        try:
+            with db.write() as session:
+                if idem is not None:
+                    stored = get_idempotency(session, ctx.org_id, idem.key)
+                    if stored is not None:
+                        if stored.fingerprint != idem.fingerprint:
+                            raise IdempotencyMismatch(idem.key)
+                        return Result(stored.status_code, stored.response, replayed=True)
+                result = fn(session)
+                if idem is not None:
+                    session.add(IdempotencyRow(
+                        org_id=ctx.org_id, key=idem.key, fingerprint=idem.fingerprint,
+                        status_code=result.status, response=_jsonable(result.data),
+                        created_at=time.time(),
+                    ))
+                return result
+        except IntegrityError:
+            # Two requests with the same new key raced; the loser replays the winner.
+            if idem is None or attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _jsonable(data: Any) -> Any:
+    return json.loads(json.dumps(data, default=str))

@@ -1,0 +1,46 @@
+"""The control plane: the database, settings, metrics, token verifier and the
+scheduler loop of one server process, started and stopped together."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+
+from apportion.service.loop import SchedulerLoop
+from apportion.service.metrics import Metrics
+from apportion.service.settings import Settings
+from apportion.service.tokens import TokenVerifier, bootstrap
+from apportion.store.db import Database
+
+log = logging.getLogger("apportion.server")
+
+
+class ControlPlane:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.db = Database(settings.database_url)
+        self.metrics = Metrics(self.db)
+        self.tokens = TokenVerifier(self.db)
+        holder = settings.holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.loop = SchedulerLoop(self.db, settings, holder, self.metrics)
+        self.bootstrap_token: str | None = None
+
+    def start(self) -> None:
+        """Migrate, bootstrap the first organization, start the scheduler."""
+        self.db.migrate()
+        self.bootstrap_token = bootstrap(
+            self.db, self.settings.bootstrap_org, self.settings.bootstrap_token
+        )
+        if self.settings.run_scheduler:
+            self.loop.start()
+
+    def stop(self) -> None:
+        if self.settings.run_scheduler:
+            self.loop.stop()
+        self.db.dispose()
+
+    def poke(self) -> None:
+        """Something the scheduler cares about changed: run a cycle soon."""
+        self.loop.poke()

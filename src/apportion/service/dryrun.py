@@ -1,0 +1,39 @@
+"""Dry run: what would happen if a workload were submitted now (SPEC 6.8).
+
+The same engine code as the scheduler, on a snapshot read in a read-only
+transaction; nothing is stored."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from apportion.domain.quantities import gpus_number
+from apportion.engine.snapshot import CycleConfig
+from apportion.service.context import Ctx
+from apportion.service.loading import load_parents
+from apportion.service.snapshots import load_snapshot
+from apportion.service.workloads import check_team, parse_spec, require_submit
+from apportion.store import codec
+
+
+def dry_run(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any]:
+    from apportion.engine.cycle import dry_run as engine_dry_run
+
+    spec = parse_spec(body)
+    parents = load_parents(session, ctx.org_id)
+    check_team(parents, spec.team)
+    require_submit(ctx, parents, spec.team)
+    loaded = load_snapshot(session, ctx.org_id, time.time())
+    result = engine_dry_run(loaded.snapshot, spec, CycleConfig(cycle_id=loaded.cycle_id))
+    return {
+        "pool": result.pool,
+        "starts_now": result.starts_now,
+        "reason": result.reason.to_dict() if result.reason is not None else None,
+        "victims": [{"workload_id": wid, "gpus": gpus_number(milli)}
+                    for wid, milli in result.victims],
+        "placement": codec.placement_to_json(result.placement),
+    }

@@ -1,0 +1,101 @@
+"""The scheduler loop: a background thread that runs cycles when poked
+(submissions, cancellations, reports, node changes) and on a timer.
+
+Per wake-up: take or renew the lease; if leader, sweep silent agents, then
+run cycles for every organization until a cycle changes nothing (at most
+``MAX_CYCLES`` in a row, so a busy org cannot starve the others).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from apportion.service import agents
+from apportion.service.errors import LostLease
+from apportion.service.metrics import Metrics
+from apportion.service.scheduler import Scheduler
+from apportion.service.settings import Settings
+from apportion.store.db import Database
+from apportion.store.repos import security as sec_repo
+
+log = logging.getLogger("apportion.scheduler")
+MAX_CYCLES = 20
+
+
+class SchedulerLoop:
+    def __init__(self, db: Database, settings: Settings, holder: str, metrics: Metrics) -> None:
+        self.db = db
+        self.settings = settings
+        self.scheduler = Scheduler(db, holder, lease_ttl=settings.lease_ttl, metrics=metrics)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_cycle_at: float | None = None
+        self._last_purge = 0.0
+
+    @property
+    def is_leader(self) -> bool:
+        return self.scheduler.token is not None
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="apportion-scheduler",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        try:
+            if self.is_leader:
+                self.scheduler.release()
+        except Exception:  # the database may already be gone at shutdown
+            log.debug("lease release failed", exc_info=True)
+
+    def _run(self) -> None:
+        wait = min(self.settings.cycle_interval, self.settings.lease_ttl / 3)
+        while not self._stop.is_set():
+            self._wake.wait(timeout=wait)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.tick()
+            except Exception:
+                log.exception("scheduler tick failed")
+            time.sleep(self.settings.cycle_min_gap)
+
+    def tick(self) -> int:
+        """One wake-up; returns the number of committed cycles."""
+        if not self.scheduler.acquire():
+            return 0
+        committed = 0
+        for org_id in self.scheduler.orgs():
+            with self.db.write() as session:
+                agents.sweep_silent_agents(session, org_id, self.settings.agent_timeout)
+            try:
+                for _ in range(MAX_CYCLES):
+                    outcome = self.scheduler.run_org(org_id)
+                    self.last_cycle_at = time.time()
+                    if not outcome.committed:
+                        break
+                    committed += 1
+            except LostLease:
+                log.warning("lost the scheduler lease during a cycle")
+                return committed
+        self._purge()
+        return committed
+
+    def _purge(self) -> None:
+        now = time.time()
+        if now - self._last_purge < 600:
+            return
+        self._last_purge = now
+        with self.db.write() as session:
+            sec_repo.purge_idempotency(session, now - self.settings.idempotency_ttl)

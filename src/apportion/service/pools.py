@@ -1,0 +1,219 @@
+"""Use cases on pools and nodes, and the capacity views."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from apportion.domain.cluster import DEFAULT_GPU_MEMORY_MIB, Pool
+from apportion.domain.errors import NotFound
+from apportion.domain.workload import placement_milli
+from apportion.service import audit
+from apportion.service.authz import require_admin
+from apportion.service.context import Ctx
+from apportion.service.errors import Conflict, check_version
+from apportion.service.events import add_event
+from apportion.service.loading import load_tree, node_capacity
+from apportion.service.views import gpus, node_view, pool_view
+from apportion.store import codec
+from apportion.store.models import NodeRow, PoolRow
+from apportion.store.repos import orgs as repo
+from apportion.store.repos import security as sec_repo
+from apportion.store.repos import workloads as wl_repo
+
+POOL_FIELDS = ("gpu_type", "gpu_memory_mib", "topology", "start_delay", "preemption_grace",
+               "starvation_hold_after")
+
+
+def pool_views(session: Session, org_id: int) -> list[dict[str, Any]]:
+    nodes = repo.list_nodes(session, org_id)
+    out = []
+    for p in repo.list_pools(session, org_id):
+        mine = [n for n in nodes if n.pool == p.name]
+        out.append(pool_view(p, node_capacity(mine), len(mine)))
+    return out
+
+
+def pool_detail(session: Session, org_id: int, name: str) -> dict[str, Any]:
+    repo.get_pool(session, org_id, name)
+    return next(v for v in pool_views(session, org_id) if v["name"] == name)
+
+
+def node_views(
+    session: Session, org_id: int, pool: str | None = None, state: str | None = None
+) -> list[dict[str, Any]]:
+    views = [node_view(r, codec.node_state(r).value if r.health != "unknown" else "unknown")
+             for r in repo.list_nodes(session, org_id, pool)]
+    return [v for v in views if state is None or v["state"] == state]
+
+
+def node_detail(session: Session, org_id: int, name: str) -> dict[str, Any]:
+    row = repo.get_node(session, org_id, name)
+    return node_view(row, codec.node_state(row).value if row.health != "unknown" else "unknown")
+
+
+def pool_from_body(body: dict[str, Any], name: str, row: PoolRow | None) -> Pool:
+    def pick(field: str, default: Any) -> Any:
+        if field in body:
+            return body[field]
+        return getattr(row, field) if row is not None else default
+
+    topology = pick("topology", [])
+    return Pool(
+        name=name,
+        gpu_type=pick("gpu_type", None),
+        gpu_memory_mib=pick("gpu_memory_mib", DEFAULT_GPU_MEMORY_MIB),
+        topology=tuple(topology or ()),
+        start_delay=pick("start_delay", 0),
+        preemption_grace=pick("preemption_grace", 0),
+        starvation_hold_after=pick("starvation_hold_after", None),
+    )
+
+
+def add_pool_row(session: Session, org_id: int, pool: Pool) -> PoolRow:
+    row = PoolRow(
+        org_id=org_id, name=pool.name, gpu_type=pool.gpu_type,
+        gpu_memory_mib=pool.gpu_memory_mib, topology=list(pool.topology),
+        start_delay=pool.start_delay, preemption_grace=pool.preemption_grace,
+        starvation_hold_after=pool.starvation_hold_after, agent_status="never",
+        version=1, created_at=time.time(),
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def create_pool(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
+    require_admin(ctx, "pool.create", f"pool/{body.get('name')}")
+    name = body.get("name")
+    pool = pool_from_body(body, name if isinstance(name, str) else "", None)
+    if repo.find_pool(session, ctx.org_id, pool.name) is not None:
+        raise Conflict(f"pool {pool.name!r} already exists", {"pool": pool.name})
+    add_pool_row(session, ctx.org_id, pool)
+    view = pool_detail(session, ctx.org_id, pool.name)
+    audit.record(session, ctx, "pool.create", f"pool/{pool.name}", after=view)
+    repo.bump_sched_version(session, ctx.org_id)
+    return view
+
+
+def update_pool(session: Session, ctx: Ctx, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    require_admin(ctx, "pool.update", f"pool/{name}")
+    row = repo.get_pool(session, ctx.org_id, name)
+    check_version("pool", name, body.get("version"), row.version)
+    before = pool_detail(session, ctx.org_id, name)
+    pool = pool_from_body(body, name, row)
+    row.gpu_type, row.gpu_memory_mib = pool.gpu_type, pool.gpu_memory_mib
+    row.topology = list(pool.topology)
+    row.start_delay, row.preemption_grace = pool.start_delay, pool.preemption_grace
+    row.starvation_hold_after = pool.starvation_hold_after
+    row.version += 1
+    after = pool_detail(session, ctx.org_id, name)
+    audit.record(session, ctx, "pool.update", f"pool/{name}", before=before, after=after)
+    repo.bump_sched_version(session, ctx.org_id)
+    return after
+
+
+def delete_pool(session: Session, ctx: Ctx, name: str, version: int | None) -> dict[str, Any]:
+    require_admin(ctx, "pool.delete", f"pool/{name}")
+    row = repo.get_pool(session, ctx.org_id, name)
+    check_version("pool", name, version, row.version)
+    before = pool_detail(session, ctx.org_id, name)
+    if repo.list_nodes(session, ctx.org_id, name):
+        raise Conflict(f"pool {name!r} has nodes")
+    if repo.list_reservations(session, ctx.org_id, pool=name):
+        raise Conflict(f"pool {name!r} has reservations")
+    if any(w.pool == name for w in wl_repo.active_workloads(session, ctx.org_id)):
+        raise Conflict(f"pool {name!r} has workloads that are not finished")
+    session.delete(row)
+    audit.record(session, ctx, "pool.delete", f"pool/{name}", before=before)
+    repo.bump_sched_version(session, ctx.org_id)
+    return before
+
+
+def set_cordon(
+    session: Session, ctx: Ctx, name: str, cordoned: bool, version: int | None
+) -> dict[str, Any]:
+    action = "node.cordon" if cordoned else "node.uncordon"
+    require_admin(ctx, action, f"node/{name}")
+    row = repo.get_node(session, ctx.org_id, name)
+    check_version("node", name, version, row.version)
+    before = node_detail(session, ctx.org_id, name)
+    if row.cordoned != cordoned:
+        row.cordoned = cordoned
+        row.version += 1
+        add_event(session, ctx.org_id, "node.changed", cause=ctx.cause,
+                  message=f"node {name} {'cordoned' if cordoned else 'uncordoned'}",
+                  data={"node": name, "pool": row.pool, "cordoned": cordoned})
+        repo.bump_sched_version(session, ctx.org_id)
+    after = node_detail(session, ctx.org_id, name)
+    audit.record(session, ctx, action, f"node/{name}", before=before, after=after)
+    return after
+
+
+def _unavailable_milli(nodes: list[NodeRow]) -> int:
+    return sum(int(m) for n in nodes if n.health != "down" for _i, m in (n.unavailable or []))
+
+
+def pool_capacity_views(session: Session, org_id: int) -> list[dict[str, Any]]:
+    nodes = repo.list_nodes(session, org_id)
+    tree = load_tree(session, org_id)
+    active = wl_repo.active_workloads(session, org_id)
+    out = []
+    for p in repo.list_pools(session, org_id):
+        mine = [n for n in nodes if n.pool == p.name]
+        cap = node_capacity(mine)
+        unavailable = _unavailable_milli(mine)
+        used = sum(placement_milli(codec.placement_from_json(w.placement))
+                   for w in active if w.pool == p.name)
+        reserved = sum(tree.reservation(t, p.name) for t in tree.top_level())
+        out.append({
+            "pool": p.name, "capacity": gpus(cap), "unavailable": gpus(unavailable),
+            "reserved": gpus(reserved), "used": gpus(used),
+            "free": gpus(max(0, cap - unavailable - used)),
+        })
+    return out
+
+
+def team_capacity_views(
+    session: Session, org_id: int, pool: str | None = None, team: str | None = None
+) -> list[dict[str, Any]]:
+    """Per team and pool: reservation, reserved and elastic in use (subtree),
+    entitlement of the last cycle, burst cap."""
+    tree = load_tree(session, org_id)
+    if team is not None:
+        tree.team(team)
+    pools = [p.name for p in repo.list_pools(session, org_id)]
+    if pool is not None:
+        if pool not in pools:
+            raise NotFound("pool", pool)
+        pools = [pool]
+    shares = sec_repo.list_entitlements(session, org_id)
+    usage: dict[tuple[str, str, bool], int] = {}
+    for w in wl_repo.active_workloads(session, org_id):
+        if w.pool is None or w.status not in ("Starting", "Running"):
+            continue
+        milli = placement_milli(codec.placement_from_json(w.placement))
+        if w.team not in tree.teams:
+            continue
+        for t in tree.path(w.team):
+            key = (t, w.pool, w.wclass == "reserved")
+            usage[key] = usage.get(key, 0) + milli
+    out = []
+    for slug in sorted(tree.teams):
+        if team is not None and slug != team:
+            continue
+        for p in pools:
+            cap = tree.cap(slug, p)
+            out.append({
+                "team": slug, "pool": p,
+                "reservation": gpus(tree.reservation(slug, p)),
+                "reserved_in_use": gpus(usage.get((slug, p, True), 0)),
+                "elastic_in_use": gpus(usage.get((slug, p, False), 0)),
+                "entitlement": gpus(shares.get((slug, p), 0)),
+                "burst_cap": None if cap is None else gpus(cap),
+            })
+    return out
+
+

@@ -1,0 +1,205 @@
+"""The scheduler: load a snapshot -> run_cycle -> apply_plan -> commit.
+
+Exactly one instance acts at a time: a lease row in the database carries a
+fencing token (+1 at every change of holder). Every plan commit re-reads the
+lease inside its own transaction (row-locked on PostgreSQL) and writes only if
+this instance still holds the token it acquired, and only if the snapshot the
+plan came from is still current (the organization's scheduling version);
+otherwise the plan is dropped and recomputed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from apportion.domain.lifecycle import WorkloadState
+from apportion.engine.apply import Applied, apply_plan
+from apportion.engine.plan import DecisionKind, Plan
+from apportion.engine.snapshot import CycleConfig
+from apportion.service.errors import LostLease, StaleSnapshot
+from apportion.service.events import add_event, add_lifecycle_events
+from apportion.service.metrics import Metrics
+from apportion.service.snapshots import Loaded, load_snapshot
+from apportion.service.workloads import run_id
+from apportion.store import codec
+from apportion.store.db import Database
+from apportion.store.models import CycleRow, DecisionRow, ExitingRow, LeaseRow, OrgRow
+from apportion.store.repos import orgs as repo
+from apportion.store.repos import security as sec_repo
+from apportion.store.repos import workloads as wl_repo
+
+log = logging.getLogger("apportion.scheduler")
+LEASE = "scheduler"
+
+
+@dataclass(frozen=True, slots=True)
+class CycleOutcome:
+    committed: bool
+    changed: int
+    decisions: int
+    duration_s: float
+
+
+class Scheduler:
+    """One scheduler instance, named ``holder``."""
+
+    def __init__(
+        self, db: Database, holder: str, *, lease_ttl: float = 15.0,
+        metrics: Metrics | None = None, clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.db = db
+        self.holder = holder
+        self.lease_ttl = lease_ttl
+        self.metrics = metrics
+        self.clock = clock
+        self.token: int | None = None
+
+    # -- the lease --------------------------------------------------------------
+    def acquire(self) -> bool:
+        """Take or renew the lease; True while this instance is the leader."""
+        now = self.clock()
+        try:
+            with self.db.write() as session:
+                row = sec_repo.lock_lease(session, LEASE)
+                if row is None:
+                    session.add(LeaseRow(name=LEASE, holder=self.holder, token=1,
+                                         expires_at=now + self.lease_ttl))
+                    self.token = 1
+                    return True
+                if row.holder == self.holder and row.token == self.token:
+                    row.expires_at = now + self.lease_ttl
+                    return True
+                if row.expires_at <= now or row.holder == self.holder:
+                    row.holder, row.token = self.holder, row.token + 1
+                    row.expires_at = now + self.lease_ttl
+                    self.token = row.token
+                    log.info("scheduler %s took the lease (fencing token %d)",
+                             self.holder, self.token)
+                    return True
+                self.token = None
+                return False
+        except IntegrityError:  # another instance inserted the first lease row
+            self.token = None
+            return False
+
+    def release(self) -> None:
+        with self.db.write() as session:
+            row = sec_repo.lock_lease(session, LEASE)
+            if row is not None and row.holder == self.holder and row.token == self.token:
+                row.expires_at = 0.0
+        self.token = None
+
+    def _check_fence(self, session: Session) -> int:
+        row = sec_repo.lock_lease(session, LEASE)
+        if row is None or self.token is None or row.holder != self.holder or (
+            row.token != self.token
+        ):
+            raise LostLease(f"scheduler {self.holder} no longer holds the lease")
+        return row.token
+
+    # -- cycles ------------------------------------------------------------------
+    def orgs(self) -> list[int]:
+        with self.db.read() as session:
+            return [o.id for o in repo.list_orgs(session)]
+
+    def run_org(self, org_id: int) -> CycleOutcome:
+        """One cycle for ``org_id``: optimistic twice, then under the org's lock."""
+        for _attempt in range(2):
+            started = time.perf_counter()
+            with self.db.read() as session:
+                loaded = load_snapshot(session, org_id, self.clock())
+            plan = _run(loaded)
+            try:
+                with self.db.write() as session:
+                    return self._commit(session, org_id, loaded, plan, started)
+            except StaleSnapshot:
+                continue
+        started = time.perf_counter()
+        with self.db.write() as session:
+            session.execute(select(OrgRow.id).where(OrgRow.id == org_id).with_for_update())
+            loaded = load_snapshot(session, org_id, self.clock())
+            return self._commit(session, org_id, loaded, _run(loaded), started)
+
+    def _commit(
+        self, session: Session, org_id: int, loaded: Loaded, plan: Plan, started: float
+    ) -> CycleOutcome:
+        token = self._check_fence(session)
+        snap = loaded.snapshot
+        states = {w.id: w for w in snap.workloads}
+        applied = apply_plan(states, snap.exiting, plan)
+        duration = time.perf_counter() - started
+        if self.metrics is not None:
+            self.metrics.cycle_duration.observe(duration)
+        if not applied.changed and applied.exiting == snap.exiting:
+            return CycleOutcome(False, 0, len(plan.decisions), duration)
+        now = self.clock()
+        if not repo.advance_if_current(session, org_id, snap.version, plan.cycle_id, now):
+            raise StaleSnapshot(f"org {org_id} changed since version {snap.version}")
+        self._write_states(session, org_id, states, applied, plan, loaded, now)
+        session.add(CycleRow(org_id=org_id, id=plan.cycle_id, holder=self.holder,
+                             fencing_token=token, snapshot_version=snap.version, at=now,
+                             duration_ms=duration * 1000, decisions=len(plan.decisions)))
+        sec_repo.replace_entitlements(session, org_id, plan.entitlements)
+        return CycleOutcome(True, len(applied.changed), len(plan.decisions), duration)
+
+    def _write_states(
+        self, session: Session, org_id: int, old: dict[int, WorkloadState], applied: Applied,
+        plan: Plan, loaded: Loaded, now: float,
+    ) -> None:
+        rows = {r.id: r for r in wl_repo.workloads_by_ids(session, org_id, applied.changed)}
+        starts = {d.workload_id for d in plan.decisions if d.kind is DecisionKind.START}
+        for wid in applied.changed:
+            new, before, row = applied.states[wid], old[wid], rows[wid]
+            fresh = new.events[len(before.events):]
+            codec.state_to_row(new, row, now)
+            add_lifecycle_events(session, org_id, wid, row.team, fresh, now)
+            if not fresh and new.reason != before.reason and new.reason is not None:
+                add_event(session, org_id, "workload.reason", cause=f"cycle {plan.cycle_id}",
+                          message=new.reason.message, workload_id=wid, team=row.team,
+                          attempt=new.attempt, status=new.status.value,
+                          data={"code": new.reason.code.value}, at=now)
+            if wid in starts and new.placement:
+                session.add(DecisionRow(
+                    org_id=org_id, pool=new.pool or "", kind="start", workload_id=wid,
+                    attempt=new.attempt, run_id=run_id(wid, new.attempt),
+                    placement=codec.placement_to_json(new.placement),
+                    exec=_exec(row.spec), created_at=now,
+                ))
+                if self.metrics is not None:
+                    self.metrics.admission.labels(str(org_id), row.team).observe(
+                        max(0.0, now - loaded.submitted_at.get(wid, now)))
+        for p in applied.preemptions:
+            victim = old[p.victim]
+            session.add(DecisionRow(
+                org_id=org_id, pool=victim.pool or "", kind="stop", workload_id=p.victim,
+                attempt=p.attempt, run_id=run_id(p.victim, p.attempt),
+                placement=codec.placement_to_json(victim.placement), exec={},
+                reason="preempted", grace_seconds=max(0, p.exits_at - plan.now),
+                created_at=now,
+            ))
+            if self.metrics is not None:
+                self.metrics.preemptions.labels(str(org_id), victim.team).inc()
+        wl_repo.clear_exiting(session, org_id)
+        for e in applied.exiting:
+            session.add(ExitingRow(org_id=org_id, workload_id=e.workload_id, attempt=e.attempt,
+                                   team=e.team, pool=e.pool,
+                                   placement=codec.placement_to_json(e.placement),
+                                   exits_at=float(e.exits_at)))
+
+
+def _run(loaded: Loaded) -> Plan:
+    from apportion.engine.cycle import run_cycle
+
+    return run_cycle(loaded.snapshot, CycleConfig(cycle_id=loaded.cycle_id))
+
+
+def _exec(spec: dict[str, object]) -> dict[str, object]:
+    keys = ("name", "team", "image", "command", "env", "labels", "duration")
+    return {k: spec.get(k) for k in keys}

@@ -1,0 +1,59 @@
+"""Server settings, read from the environment (``APPORTION_*``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from platformdirs import user_data_dir
+
+
+def default_database_url() -> str:
+    path = Path(user_data_dir("apportion")) / "apportion.db"
+    return f"sqlite:///{path}"
+
+
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return default if raw in (None, "") else float(raw)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything configurable. See docs/operations.md."""
+
+    database_url: str = field(default_factory=default_database_url)
+    bootstrap_token: str | None = None
+    bootstrap_org: str = "default"
+    #: seconds between timer-driven cycles
+    cycle_interval: float = 5.0
+    #: minimum seconds between two cycles (coalesces bursts of triggers)
+    cycle_min_gap: float = 0.05
+    #: seconds without a heartbeat before an agent's nodes become ``unknown``
+    agent_timeout: float = 60.0
+    lease_ttl: float = 15.0
+    #: per-token requests per second (0 = unlimited) and burst size
+    rate_limit: float = 200.0
+    rate_burst: float = 400.0
+    idempotency_ttl: float = 24 * 3600.0
+    run_scheduler: bool = True
+    holder: str = ""
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        env = os.environ
+        values: dict[str, object] = {
+            "database_url": env.get("APPORTION_DATABASE_URL") or default_database_url(),
+            "bootstrap_token": env.get("APPORTION_BOOTSTRAP_TOKEN") or None,
+            "bootstrap_org": env.get("APPORTION_BOOTSTRAP_ORG") or "default",
+            "cycle_interval": _float("APPORTION_CYCLE_INTERVAL", 5.0),
+            "cycle_min_gap": _float("APPORTION_CYCLE_MIN_GAP", 0.05),
+            "agent_timeout": _float("APPORTION_AGENT_TIMEOUT", 60.0),
+            "lease_ttl": _float("APPORTION_LEASE_TTL", 15.0),
+            "rate_limit": _float("APPORTION_RATE_LIMIT", 200.0),
+            "rate_burst": _float("APPORTION_RATE_BURST", 400.0),
+            "run_scheduler": env.get("APPORTION_SCHEDULER", "1") not in ("0", "false", "no"),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]

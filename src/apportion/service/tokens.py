@@ -1,0 +1,202 @@
+"""API tokens: ``apt_<id>_<secret>``, shown once, stored as a SHA-256 of the
+secret, with expiry and revocation; and the first start's bootstrap."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import string
+import threading
+import time
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from apportion.domain.errors import NotFound, ValidationError
+from apportion.domain.org import validate_slug
+from apportion.service import audit
+from apportion.service.authz import require_admin
+from apportion.service.context import Actor, Ctx, Role
+from apportion.service.errors import Unauthenticated
+from apportion.service.views import org_view, token_view
+from apportion.store.db import Database
+from apportion.store.models import OrgRow, TokenRow
+from apportion.store.repos import orgs as org_repo
+from apportion.store.repos import security as sec_repo
+
+PREFIX = "apt_"
+TOKEN_RE = re.compile(r"^apt_([a-z0-9]{12})_([A-Za-z0-9_-]{20,128})$")
+_ALPHABET = string.ascii_lowercase + string.digits
+#: How long a verified token is trusted without a database read (revocations
+#: made through this server take effect at once; others within this time).
+CACHE_SECONDS = 5.0
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def new_token_string() -> str:
+    token_id = "".join(secrets.choice(_ALPHABET) for _ in range(12))
+    return f"{PREFIX}{token_id}_{secrets.token_urlsafe(24)}"
+
+
+def parse_token(token: str) -> tuple[str, str]:
+    m = TOKEN_RE.match(token)
+    if not m:
+        raise Unauthenticated("malformed token: expected apt_<id>_<secret>")
+    return m.group(1), m.group(2)
+
+
+def add_token(
+    session: Session, org_id: int, *, name: str, role: str, teams: list[str] | None = None,
+    pool: str | None = None, expires_at: float | None = None, token: str | None = None,
+) -> tuple[TokenRow, str]:
+    """Insert a token row; returns it and the full token string (shown once)."""
+    token = token or new_token_string()
+    token_id, secret = parse_token(token)
+    row = TokenRow(
+        id=token_id, org_id=org_id, name=name, role=role, teams=list(teams or []), pool=pool,
+        secret_hash=_hash(secret), created_at=time.time(), expires_at=expires_at,
+    )
+    session.add(row)
+    return row, token
+
+
+class TokenVerifier:
+    """Checks bearer tokens, caching good ones for ``CACHE_SECONDS``."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._cache: dict[str, tuple[float, Actor, float | None]] = {}
+        self._lock = threading.Lock()
+
+    def forget(self, token_id: str) -> None:
+        with self._lock:
+            for key in [k for k, (_t, a, _e) in self._cache.items() if a.token_id == token_id]:
+                del self._cache[key]
+
+    def verify(self, token: str) -> Actor:
+        now = time.time()
+        with self._lock:
+            hit = self._cache.get(token)
+        if hit is not None and hit[0] > now and (hit[2] is None or hit[2] > now):
+            return hit[1]
+        token_id, secret = parse_token(token)
+        with self.db.read() as session:
+            row = sec_repo.get_token(session, token_id)
+            if row is None or not hmac.compare_digest(row.secret_hash, _hash(secret)):
+                raise Unauthenticated("unknown token")
+            if row.revoked_at is not None:
+                raise Unauthenticated("token revoked")
+            if row.expires_at is not None and row.expires_at <= now:
+                raise Unauthenticated("token expired")
+            org = org_repo.get_org(session, row.org_id)
+            actor = Actor(
+                token_id=row.id, name=row.name, role=Role(row.role), org_id=org.id,
+                org_slug=org.slug, teams=tuple(row.teams or ()), pool=row.pool,
+                is_system_org=org.is_system,
+            )
+            expires = row.expires_at
+        with self._lock:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[token] = (now + CACHE_SECONDS, actor, expires)
+        return actor
+
+
+def _validate_token_body(body: dict[str, Any]) -> tuple[str, Role, list[str], str | None]:
+    name = body.get("name")
+    if not isinstance(name, str) or not 1 <= len(name) <= 255:
+        raise ValidationError("name", "must be a string of 1-255 characters")
+    try:
+        role = Role(body.get("role"))
+    except ValueError:
+        raise ValidationError(
+            "role", f"{body.get('role')!r} is not a role", ", ".join(r.value for r in Role)
+        ) from None
+    teams = list(body.get("teams") or [])
+    pool = body.get("pool")
+    if role in (Role.TEAM_LEAD, Role.MEMBER) and not teams:
+        raise ValidationError("teams", f"a {role.value} token needs at least one team")
+    if role is Role.AGENT and not pool:
+        raise ValidationError("pool", "an agent token needs its pool")
+    return name, role, teams, pool
+
+
+def create_token(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
+    require_admin(ctx, "token.create", "tokens")
+    name, role, teams, pool = _validate_token_body(body)
+    for i, slug in enumerate(teams):
+        if org_repo.find_team(session, ctx.org_id, slug) is None:
+            raise ValidationError(f"teams[{i}]", f"team {slug!r} does not exist")
+    expires_at = body.get("expires_at")
+    days = body.get("expires_in_days")
+    if days is not None:
+        expires_at = time.time() + float(days) * 86400
+    row, token = add_token(
+        session, ctx.org_id, name=name, role=role.value, teams=teams, pool=pool,
+        expires_at=expires_at,
+    )
+    view = token_view(row)
+    audit.record(session, ctx, "token.create", f"token/{row.id}", after=view)
+    return token_view(row, token)
+
+
+def revoke_token(session: Session, ctx: Ctx, token_id: str) -> dict[str, Any]:
+    require_admin(ctx, "token.revoke", f"token/{token_id}")
+    row = sec_repo.get_token(session, token_id)
+    if row is None or row.org_id != ctx.org_id:
+        raise NotFound("token", token_id)
+    before = token_view(row)
+    if row.revoked_at is None:
+        row.revoked_at = time.time()
+    after = token_view(row)
+    audit.record(session, ctx, "token.revoke", f"token/{row.id}", before=before, after=after)
+    return after
+
+
+def create_org(
+    session: Session, slug: str, name: str, *, is_system: bool = False,
+    admin_token: str | None = None,
+) -> tuple[OrgRow, TokenRow, str]:
+    """A new organization with its first org_admin token."""
+    validate_slug(slug)
+    if org_repo.find_org(session, slug) is not None:
+        raise ValidationError("slug", f"organization {slug!r} already exists", "a new slug")
+    org = OrgRow(slug=slug, name=name or slug, is_system=is_system, version=1, sched_version=0,
+                 last_cycle=0, created_at=time.time())
+    session.add(org)
+    session.flush()
+    row, token = add_token(session, org.id, name=f"{slug}-admin", role=Role.ORG_ADMIN.value,
+                           token=admin_token)
+    return org, row, token
+
+
+def bootstrap(db: Database, org_slug: str, token: str | None) -> str | None:
+    """On an empty database create the first organization and its admin token.
+
+    Returns the token to print, or None when the database already has an org.
+    """
+    with db.write() as session:
+        if org_repo.list_orgs(session):
+            return None
+        _org, _row, secret = create_org(session, org_slug, org_slug.capitalize(),
+                                        is_system=True, admin_token=token)
+        return secret
+
+
+def new_org(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
+    require_admin(ctx, "organization.create", "organizations")
+    if not ctx.actor.is_system_org:
+        from apportion.service.authz import deny
+
+        raise deny(ctx, "organization.create", "organizations",
+                   "org_admin of the bootstrap organization")
+    slug = body.get("slug")
+    org, row, token = create_org(session, str(slug or ""), str(body.get("name") or slug or ""))
+    view = org_view(org)
+    audit.record(session, ctx, "organization.create", f"organization/{org.slug}", after=view)
+    return {"organization": view, "admin_token": token_view(row, token)}

@@ -1,0 +1,181 @@
+"""Use cases on workloads: submit, cancel, read, events, why, dry-run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from apportion.domain.errors import ValidationError
+from apportion.domain.lifecycle import Status, submitted, transition
+from apportion.domain.workload import WorkloadSpec
+from apportion.service import audit
+from apportion.service.authz import (
+    Parents,
+    deny,
+    require_cancel,
+    require_submit,
+    subtree,
+    visible_teams,
+)
+from apportion.service.context import Ctx, Role
+from apportion.service.errors import Conflict, check_version
+from apportion.service.events import add_lifecycle_events
+from apportion.service.loading import load_parents
+from apportion.service.views import event_view, workload_view
+from apportion.store import codec
+from apportion.store.models import DecisionRow, WorkloadRow
+from apportion.store.repos import orgs as repo
+from apportion.store.repos import workloads as wl_repo
+from apportion.store.repos.paging import Page
+
+SPEC_FIELDS = frozenset({
+    "name", "team", "class", "priority", "gpus", "gpu_memory_mib", "pods", "min_pods", "gang",
+    "topology", "gpu_type", "pool", "node_selector", "requeue_on_preemption", "command",
+    "image", "env", "labels", "duration",
+})
+
+
+def parse_spec(body: Mapping[str, Any]) -> WorkloadSpec:
+    """Validate a submit body (SPEC section 3); errors name the field."""
+    unknown = sorted(set(body) - SPEC_FIELDS)
+    if unknown:
+        raise ValidationError(unknown[0], "unknown field", ", ".join(sorted(SPEC_FIELDS)))
+    args = {k: v for k, v in body.items() if v is not None}
+    return codec.spec_from_dict(args)
+
+
+def check_team(parents: Parents, team: str) -> None:
+    """The team must exist and be a leaf (SPEC 2: workloads belong to leaf teams)."""
+    if team not in parents:
+        raise ValidationError("team", f"team {team!r} does not exist", "an existing leaf team")
+    children = sorted(t for t, p in parents.items() if p == team)
+    if children:
+        raise ValidationError(
+            "team", f"team {team!r} has child teams ({', '.join(children)}); "
+            "workloads belong to leaf teams only", "a leaf team",
+        )
+
+
+def submit(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any]:
+    spec = parse_spec(body)
+    parents = load_parents(session, ctx.org_id)
+    check_team(parents, spec.team)
+    require_submit(ctx, parents, spec.team)
+    now = time.time()
+    data = codec.spec_to_dict(spec)
+    row = WorkloadRow(
+        org_id=ctx.org_id, name=spec.name, team=spec.team, wclass=spec.wclass.value,
+        priority=spec.priority, status=Status.PENDING.value, is_active=True, attempt=1,
+        pool=None, spec=data, placement=[], nomination=[], is_hold=False,
+        submitted_at=float(int(now)), submitted_by=ctx.actor.name, attempts=[], version=1,
+        updated_at=now,
+    )
+    session.add(row)
+    session.flush()
+    state = submitted(row.id, spec, int(now), cause=ctx.cause)
+    add_lifecycle_events(session, ctx.org_id, row.id, spec.team, state.events, now)
+    view = workload_view(row)
+    audit.record(session, ctx, "workload.submit", f"workload/{row.id}", after=view)
+    repo.bump_sched_version(session, ctx.org_id)
+    return view
+
+
+def cancel(
+    session: Session, ctx: Ctx, workload_id: int, version: int | None, message: str = ""
+) -> dict[str, Any]:
+    row = wl_repo.get_workload(session, ctx.org_id, workload_id, lock=True)
+    obj = f"workload/{workload_id}"
+    parents = load_parents(session, ctx.org_id)
+    require_cancel(ctx, parents, row.team, row.submitted_by, obj)
+    check_version("workload", str(workload_id), version, row.version)
+    if Status(row.status).is_terminal:
+        raise Conflict(f"workload {workload_id} is already {row.status}",
+                       {"status": row.status})
+    before = workload_view(row)
+    was_placed = Status(row.status).is_placed
+    now = time.time()
+    state = codec.state_from_row(row)
+    new = transition(state, Status.CANCELLED, int(now), ctx.cause,
+                     message or f"cancelled by {ctx.actor.name}")
+    if was_placed and row.pool is not None:
+        session.add(DecisionRow(
+            org_id=ctx.org_id, pool=row.pool, kind="stop", workload_id=row.id,
+            attempt=row.attempt, run_id=run_id(row.id, row.attempt),
+            placement=row.placement, exec={}, reason="cancelled", grace_seconds=0,
+            created_at=now,
+        ))
+    codec.state_to_row(new, row, now)
+    add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now)
+    after = workload_view(row)
+    audit.record(session, ctx, "workload.cancel", obj, before=before, after=after)
+    repo.bump_sched_version(session, ctx.org_id)
+    return after
+
+
+def run_id(workload_id: int, attempt: int) -> str:
+    return f"w{workload_id}-a{attempt}"
+
+
+def _visible(session: Session, ctx: Ctx) -> tuple[Parents, set[str] | None]:
+    if ctx.actor.role is Role.AGENT:
+        raise deny(ctx, "workload.read", "workloads", "a human role")
+    parents = load_parents(session, ctx.org_id)
+    return parents, visible_teams(ctx.actor, parents)
+
+
+def get(session: Session, ctx: Ctx, workload_id: int) -> WorkloadRow:
+    _parents, teams = _visible(session, ctx)
+    row = wl_repo.get_workload(session, ctx.org_id, workload_id)
+    if teams is not None and row.team not in teams:
+        raise deny(ctx, "workload.read", f"workload/{workload_id}", "a role that sees its team")
+    return row
+
+
+def list_(
+    session: Session, ctx: Ctx, f: wl_repo.WorkloadFilter, team: str | None,
+    after: int | None, limit: int,
+) -> Page[dict[str, Any]]:
+    parents, teams = _visible(session, ctx)
+    wanted = teams
+    if team is not None:
+        scope = subtree(parents, [team]) if team in parents else {team}
+        wanted = scope if wanted is None else wanted & scope
+    flt = wl_repo.WorkloadFilter(
+        statuses=f.statuses, teams=None if wanted is None else sorted(wanted), wclass=f.wclass,
+        pool=f.pool, submitted_by=f.submitted_by, submitted_after=f.submitted_after,
+        submitted_before=f.submitted_before, name=f.name,
+    )
+    page = wl_repo.list_workloads(session, ctx.org_id, flt, after, limit)
+    return Page([workload_view(r) for r in page.items], page.next_after, page.total)
+
+
+def events(
+    session: Session, ctx: Ctx, workload_id: int, after: int | None, limit: int
+) -> Page[dict[str, Any]]:
+    get(session, ctx, workload_id)
+    page = wl_repo.list_events(session, ctx.org_id, after=after, limit=limit,
+                               workload_id=workload_id)
+    return Page([event_view(r) for r in page.items], page.next_after, page.total)
+
+
+def why(session: Session, ctx: Ctx, workload_id: int) -> dict[str, Any]:
+    row = get(session, ctx, workload_id)
+    status = Status(row.status)
+    reason = None
+    if row.reason_code:
+        reason = {"code": row.reason_code, "message": row.reason_message or ""}
+    if status.is_waiting and reason is not None:
+        text = f"{row.status}: {reason['code']} - {reason['message']}"
+    elif status.is_waiting:
+        text = f"{row.status}: not yet considered by a scheduling cycle"
+    elif status.is_placed:
+        nodes = sorted({p["node"] for p in row.placement or []})
+        text = f"{row.status} in pool {row.pool} on {', '.join(nodes) or 'no node'}"
+    else:
+        text = f"{row.status} (attempt {row.attempt})"
+        if row.preempted_by is not None:
+            text += f", preempted by workload {row.preempted_by}"
+    return {"workload_id": row.id, "status": row.status, "reason": reason, "explanation": text}

@@ -173,7 +173,7 @@ class Scheduler:
                     exec=_exec(row.spec), created_at=now,
                 ))
                 if self.metrics is not None:
-                    self.metrics.admission.labels(str(org_id), row.team).observe(
+                    self.metrics.admission.labels(loaded.org_slug, row.team).observe(
                         max(0.0, now - loaded.submitted_at.get(wid, now)))
         for p in applied.preemptions:
             victim = old[p.victim]
@@ -185,7 +185,7 @@ class Scheduler:
                 created_at=now,
             ))
             if self.metrics is not None:
-                self.metrics.preemptions.labels(str(org_id), victim.team).inc()
+                self.metrics.preemptions.labels(loaded.org_slug, victim.team).inc()
         wl_repo.clear_exiting(session, org_id)
         for e in applied.exiting:
             session.add(ExitingRow(org_id=org_id, workload_id=e.workload_id, attempt=e.attempt,

@@ -21,6 +21,7 @@ class Loaded:
     snapshot: Snapshot
     cycle_id: int
     submitted_at: dict[int, float]
+    org_slug: str = ""
 
 
 def load_snapshot(session: Session, org_id: int, now: float) -> Loaded:
@@ -40,4 +41,4 @@ def load_snapshot(session: Session, org_id: int, now: float) -> Loaded:
         now=int(now), tree=tree, pools=pools, nodes=nodes, workloads=states,
         exiting=exiting, version=org.sched_version,
     )
-    return Loaded(snap, org.last_cycle + 1, {r.id: r.submitted_at for r in rows})
+    return Loaded(snap, org.last_cycle + 1, {r.id: r.submitted_at for r in rows}, org.slug)

@@ -1,0 +1,1 @@
+from tests.pgfixture import backend_url, pg_server  # noqa: F401

@@ -1,0 +1,43 @@
+"""The one interface every executor (sim, local, kubernetes) implements.
+
+The agent owns desired state (decisions) and reporting; an executor owns
+actual state (what runs) and nothing else. All methods are called from the
+agent's loop thread only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from apportion.agent.model import NodeInfo, Observed, Run
+
+
+class Executor(Protocol):
+    """Runs workloads on the pool's nodes.
+
+    - ``start`` and ``stop`` are idempotent by ``run_id`` (a second start of a
+      known run does nothing); neither blocks for long.
+    - ``poll`` returns the current status of every run the executor knows,
+      including finished ones until :meth:`forget` is called, and may also
+      return runs it finds that nobody told it about (orphans).
+    - ``adopt`` is called once after an agent restart with the runs its state
+      file says were started and not yet finished: the executor re-attaches to
+      them (and reports ``lost`` for those it cannot find).
+    """
+
+    name: str
+
+    def inventory(self) -> list[NodeInfo]: ...
+
+    def start(self, run: Run) -> None: ...
+
+    def stop(self, run_id: str, grace_seconds: float) -> None: ...
+
+    def poll(self) -> list[Observed]: ...
+
+    def adopt(self, runs: Sequence[Run]) -> None: ...
+
+    def forget(self, run_id: str) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""Executors: sim (virtual nodes), local (processes on this machine), kubernetes (Jobs)."""

@@ -1,0 +1,363 @@
+"""The agent: reconcile desired runs (decisions) with actual runs (the executor).
+
+Outbound only. One loop, one thread; each pass is these steps:
+
+1. **Observe**: poll the executor; status changes become reports in the outbox
+   (state file) — this step needs no network and also runs while the control
+   plane is unreachable, so outcomes are never lost.
+2. **Heartbeat** on (re)connection and every ``heartbeat_interval``: the
+   inventory plus every run's last status (the server reconciles from it).
+3. **Flush** the outbox in order; a report is removed once acknowledged.
+4. **Decisions**: long-poll ``/v1/agent/decisions`` from the saved cursor; fold
+   the batch (a start followed by its stop is never started), apply it, save
+   the new cursor.
+
+A failure to reach the control plane switches to back-off (0.5 s doubling to
+``max_backoff``, with jitter) during which step 1 keeps running.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from apportion import __version__
+from apportion.agent.executor import Executor
+from apportion.agent.model import (
+    Decision,
+    Observed,
+    RunStatus,
+    decision_from_json,
+)
+from apportion.agent.state import AgentState, RunRecord, StateFile
+from apportion.client import ApiError, Page, ServerUnreachable
+
+log = logging.getLogger("apportion.agent")
+TERMINAL = frozenset({"Completed", "Failed", "Preempted", "Cancelled"})
+PAGE = 100
+
+
+class AgentApi(Protocol):
+    """The three agent endpoints (``apportion.client.ApportionClient`` has them)."""
+
+    def agent_heartbeat(self, pool: str, nodes: list[dict[str, Any]], *,
+                        agent_version: str = "",
+                        runs: list[dict[str, Any]] | None = None) -> dict[str, Any]: ...
+
+    def agent_decisions(self, cursor: int = 0, *, limit: int | None = None,
+                        wait: float | None = None) -> Page: ...
+
+    def agent_report(self, workload_id: int, attempt: int, run_id: str, status: str, *,
+                     message: str | None = None,
+                     exit_code: int | None = None) -> dict[str, Any]: ...
+
+
+class Retry(Exception):
+    """The control plane cannot be used right now; back off and try again."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOptions:
+    #: seconds: long-poll wait for decisions, and the executor poll period
+    poll_interval: float = 1.0
+    heartbeat_interval: float = 10.0
+    max_backoff: float = 10.0
+
+
+class Agent:
+    """One agent for one pool. ``run`` until ``stop`` is set."""
+
+    def __init__(
+        self, api: AgentApi, executor: Executor, state_file: StateFile, pool: str,
+        options: AgentOptions | None = None, *, clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api
+        self.executor = executor
+        self.state_file = state_file
+        self.pool = pool
+        self.options = options or AgentOptions()
+        self.clock = clock
+        self.state: AgentState = state_file.load(pool)
+        self.is_connected = False
+        self.is_caught_up = False
+        self._last_heartbeat = float("-inf")
+        self._failures = 0
+        self._adopted = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event, until: float | None = None) -> None:
+        """Reconcile until ``stop`` is set (or wall-clock ``until`` passes)."""
+        self.restore()
+        while not stop.is_set() and (until is None or self.clock() < until):
+            try:
+                self.step()
+                self._failures = 0
+            except (Retry, ApiError) as err:
+                if isinstance(err, ApiError):
+                    log.error("unexpected answer from the control plane: %s", err)
+                if self.is_connected or self._failures == 0:
+                    log.warning("control plane unavailable (%s); backing off", err)
+                self.is_connected = False
+                delay = min(self.options.max_backoff, 0.5 * 2 ** self._failures)
+                self._failures += 1
+                self.idle(stop, delay * random.uniform(0.8, 1.2))
+
+    def restore(self) -> None:
+        """After a restart: hand the runs of the state file back to the executor."""
+        if self._adopted:
+            return
+        self._adopted = True
+        runs = [r.run for r in self.state.runs.values()]
+        if runs:
+            log.info("adopting %d run(s) from %s", len(runs), self.state_file.path)
+            self.executor.adopt(runs)
+
+    def idle(self, stop: threading.Event, seconds: float) -> None:
+        """Wait ``seconds`` while still observing the executor (no network)."""
+        end = time.monotonic() + seconds
+        while not stop.is_set() and time.monotonic() < end:
+            self.observe()
+            stop.wait(min(self.options.poll_interval, max(0.0, end - time.monotonic())))
+
+    def shutdown(self, *, stop_runs: bool, timeout: float = 10.0) -> None:
+        """Stop the executor's runs (if asked), then release the executor.
+
+        Without ``stop_runs`` workloads keep running and the next agent adopts them.
+        """
+        if stop_runs:
+            for rid, rec in list(self.state.runs.items()):
+                self.executor.stop(rid, 0)
+                rec.phase = "stopping"
+            end = time.monotonic() + timeout
+            while self.state.runs and time.monotonic() < end:
+                self.observe()
+                time.sleep(0.05)
+            self._save()
+        self.executor.close()
+
+    # -- one pass ---------------------------------------------------------------------------
+
+    def step(self) -> None:
+        """One reconcile pass (steps 1-4 of the module docstring)."""
+        self.observe()
+        if not self.is_connected or (
+            self.clock() - self._last_heartbeat >= self.options.heartbeat_interval
+        ):
+            self.heartbeat()
+        self.flush()
+        wait = 0.0 if self.state.outbox else self.options.poll_interval
+        self.apply(*self.fetch(wait))
+        self.observe()
+        self.flush()
+
+    # -- 1. observe -------------------------------------------------------------------------
+
+    def observe(self) -> None:
+        seen = {o.run_id: o for o in self.executor.poll()}
+        changed = False
+        for rid, rec in list(self.state.runs.items()):
+            obs = seen.get(rid) or Observed(rid, RunStatus.LOST,
+                                            "the executor has no trace of this run")
+            changed |= self._observe_one(rec, obs)
+        for rid, obs in seen.items():
+            if rid in self.state.runs:
+                continue
+            if rid in self.state.done or obs.status.is_final:
+                self.executor.forget(rid)
+            elif self.is_caught_up:
+                log.warning("stopping %s: no decision asks for it", rid)
+                self.executor.stop(rid, 0)
+        if changed:
+            self._save()
+
+    def _observe_one(self, rec: RunRecord, obs: Observed) -> bool:
+        rid = rec.run.run_id
+        if rec.phase == "stopping":
+            if obs.status.is_final:
+                self.state.mark_done(rid)
+                self.executor.forget(rid)
+                return True
+            return False
+        if obs.status is RunStatus.RUNNING and rec.reported is None:
+            self._queue(rec, "running", obs.message or "running", None)
+            return True
+        if obs.status.is_final:
+            status = "completed" if obs.status is RunStatus.COMPLETED else "failed"
+            message = obs.message
+            if obs.status is RunStatus.STOPPED:
+                message = message or "stopped without a stop decision"
+            self._queue(rec, status, message or status, obs.exit_code)
+            self.state.mark_done(rid)
+            self.executor.forget(rid)
+            return True
+        return False
+
+    def _queue(self, rec: RunRecord, status: str, message: str, exit_code: int | None) -> None:
+        run = rec.run
+        rec.reported = status
+        self.state.outbox.append({
+            "workload_id": run.workload_id, "attempt": run.attempt, "run_id": run.run_id,
+            "status": status, "message": message[:1000], "exit_code": exit_code,
+        })
+        log.info("%s: %s (%s)", run.run_id, status, message)
+
+    # -- 2. heartbeat -----------------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        nodes = [n.to_json() for n in self.executor.inventory()]
+        answer = self._call(self.api.agent_heartbeat, self.pool, nodes,
+                            agent_version=__version__, runs=self._run_statuses())
+        self._last_heartbeat = self.clock()
+        server_cursor = int(answer.get("decisions_cursor") or 0)
+        if self.state.cursor is not None and server_cursor < self.state.cursor:
+            log.warning("the control plane's last decision is %d but this agent applied %d: "
+                        "its database was replaced; replaying its decisions from the start",
+                        server_cursor, self.state.cursor)
+            self.state.cursor = None
+            self.is_caught_up = False
+        if not self.is_connected:
+            log.info("connected to the control plane: pool %s, %d node(s)", self.pool,
+                     len(nodes))
+        self.is_connected = True
+
+    def _run_statuses(self) -> list[dict[str, Any]]:
+        """Every run's last status: what is queued, else ``running`` if reported so."""
+        latest: dict[str, dict[str, Any]] = {}
+        for rid, rec in self.state.runs.items():
+            if rec.reported == "running":
+                latest[rid] = {"workload_id": rec.run.workload_id, "attempt": rec.run.attempt,
+                               "run_id": rid, "status": "running"}
+        for item in self.state.outbox:
+            latest[item["run_id"]] = {k: item[k] for k in
+                                      ("workload_id", "attempt", "run_id", "status")}
+        return [latest[k] for k in sorted(latest)]
+
+    # -- 3. flush ---------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        while self.state.outbox:
+            item = self.state.outbox[0]
+            try:
+                answer = self._call(
+                    self.api.agent_report, item["workload_id"], item["attempt"],
+                    item["run_id"], item["status"], message=item.get("message"),
+                    exit_code=item.get("exit_code"))
+            except ApiError as err:  # a client error: the report can never be accepted
+                log.error("report %s %s refused: %s", item["run_id"], item["status"], err)
+                answer = {"accepted": False}
+            self.state.outbox.pop(0)
+            self._save()
+            self._check_answer(item, answer)
+
+    def _check_answer(self, item: dict[str, Any], answer: dict[str, Any]) -> None:
+        """A refused ``running`` report for a run that still runs means the control
+        plane has ended this attempt (a stop decision we missed): stop it."""
+        rid = item["run_id"]
+        rec = self.state.runs.get(rid)
+        if answer.get("accepted", True) or rec is None or rec.phase != "active":
+            return
+        ended = answer.get("status") in TERMINAL or int(answer.get("attempt") or 0) > int(
+            item["attempt"])
+        if ended:
+            log.warning("%s: the control plane says %s (attempt %s); stopping it", rid,
+                        answer.get("status"), answer.get("attempt"))
+            self.executor.stop(rid, 0)
+            rec.phase = "stopping"
+            self._save()
+
+    # -- 4. decisions -----------------------------------------------------------------------
+
+    def fetch(self, wait: float) -> tuple[list[Decision], int]:
+        """Every decision after the cursor (all pages), long-polling ``wait`` s if none;
+        and the new cursor."""
+        out: list[Decision] = []
+        cursor = self.state.cursor or 0
+        while True:
+            page = self._call(self.api.agent_decisions, cursor, limit=PAGE,
+                              wait=wait if not out else 0)
+            out.extend(decision_from_json(d) for d in page.items)
+            if page.next_token is not None:
+                cursor = max(cursor, int(page.next_token))
+            elif page.items:
+                cursor = max(cursor, out[-1].id)
+            if len(page.items) < PAGE:
+                break
+        return out, cursor
+
+    def apply(self, batch: Sequence[Decision], cursor: int) -> None:
+        """Apply a batch of decisions in order, folded; then save the cursor."""
+        stopped = {d.run_id for d in batch if d.kind == "stop"}
+        newest: dict[int, int] = {}
+        for d in batch:
+            if d.kind == "start":
+                newest[d.workload_id] = max(newest.get(d.workload_id, 0), d.attempt)
+        for d in batch:
+            if d.kind == "start":
+                superseded = d.run_id in stopped or d.attempt < newest[d.workload_id]
+                if superseded and d.run_id not in self.state.runs:
+                    self.state.mark_done(d.run_id)  # ended before it could start
+                    continue
+                self._start(d)
+            elif d.kind == "stop":
+                self._stop(d)
+            else:
+                log.warning("ignoring decision %d of unknown kind %r", d.id, d.kind)
+        if cursor != self.state.cursor or batch:
+            self.state.cursor = cursor
+            self._save()
+        self.is_caught_up = True
+
+    def _start(self, d: Decision) -> None:
+        if self.state.is_known(d.run_id):
+            return
+        rec = RunRecord(d.to_run(self.clock()))
+        self.state.runs[d.run_id] = rec
+        self._save()  # before the executor starts it: see the state file's invariant
+        log.info("%s: start %s (%d pod(s) on %s)", d.run_id, d.exec.name, rec.run.pods,
+                 ", ".join(rec.run.nodes))
+        try:
+            self.executor.start(rec.run)
+        except Exception as err:  # an executor error fails this attempt, not the agent
+            log.exception("%s: the executor could not start it", d.run_id)
+            self._queue(rec, "failed", f"executor error: {err}", None)
+            self.state.mark_done(d.run_id)
+            self._save()
+
+    def _stop(self, d: Decision) -> None:
+        rec = self.state.runs.get(d.run_id)
+        if rec is None:
+            self.state.mark_done(d.run_id)
+            return
+        if rec.phase == "stopping":
+            return
+        grace = max(0.0, d.grace_seconds or 0.0)
+        log.info("%s: stop (%s, grace %.0f s)", d.run_id, d.reason, grace)
+        rec.phase = "stopping"
+        self.state.outbox = [i for i in self.state.outbox
+                             if not (i["run_id"] == d.run_id and i["status"] == "running")]
+        self._save()
+        self.executor.stop(d.run_id, grace)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call the control plane; unreachable, 5xx, 429, 401 and 403 become :class:`Retry`."""
+        try:
+            return fn(*args, **kwargs)
+        except ServerUnreachable as err:
+            raise Retry(str(err)) from err
+        except ApiError as err:
+            if err.status >= 500 or err.status in (401, 403, 408, 429):
+                if err.status in (401, 403):
+                    log.error("the control plane refuses this agent's token: %s", err)
+                raise Retry(str(err)) from err
+            raise
+
+    def _save(self) -> None:
+        self.state_file.save(self.state)

@@ -1,0 +1,54 @@
+"""Decision → sim executor → status, against a real control plane."""
+
+from __future__ import annotations
+
+from apportion.agent.executors.sim import SimExecutor
+from apportion.agent.model import NodeInfo
+from tests.agent.conftest import Cluster, wait_for
+
+NODES = [NodeInfo(f"n{i}", 8, "h100", 81920, {"rack": f"r{(i + 1) // 2}"}) for i in (1, 2)]
+
+
+def test_round_trip_start_run_complete(cluster: Cluster) -> None:
+    sim = SimExecutor(NODES, speed=10.0)
+    cluster.agent(sim)
+    wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
+    wid = cluster.submit(gpus=2, pods=2, duration=5)  # 0.5 s of wall time at speed 10
+    running = cluster.wait_status(wid, "Running")
+    assert len(running["placement"]) == 2
+    done = cluster.wait_status(wid, "Completed")
+    assert done["ended_at"] is not None
+    assert sim.started == [f"w{wid}-a1"]
+
+
+def test_injected_failure_is_reported(cluster: Cluster) -> None:
+    sim = SimExecutor(NODES, speed=10.0, failures=[{"name": "flaky*", "after": 2}])
+    cluster.agent(sim)
+    wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
+    wid = cluster.submit(name="flaky-1", gpus=1, duration=100)
+    failed = cluster.wait_status(wid, "Failed")
+    assert failed["status"] == "Failed"
+
+
+def test_preemption_stops_the_victim(cluster: Cluster) -> None:
+    sim = SimExecutor(NODES, speed=1.0)
+    cluster.agent(sim)
+    wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
+    low = cluster.submit(name="low", team="vision", gpus=8, pods=2, priority=10)
+    cluster.wait_status(low, "Running")
+    high = cluster.submit(name="high", team="production", gpus=8, priority=90, duration=1)
+    cluster.wait_status(low, "Preempted")
+    cluster.wait_status(high, "Running", timeout=15)
+    wait_for(lambda: f"w{low}-a1" not in sim.runs, 10, "victim stopped and forgotten")
+    cluster.wait_status(high, "Completed")
+
+
+def test_cancel_stops_the_run(cluster: Cluster) -> None:
+    sim = SimExecutor(NODES, speed=1.0)
+    cluster.agent(sim)
+    wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
+    wid = cluster.submit(gpus=1)
+    cluster.wait_status(wid, "Running")
+    cluster.admin.cancel_workload(wid)
+    wait_for(lambda: f"w{wid}-a1" not in sim.runs, 10, "cancelled run stopped")
+    assert cluster.status(wid) == "Cancelled"

@@ -58,7 +58,8 @@ class SimExecutor:
         self.stop_delay = stop_delay
         self.clock = clock
         self.runs: dict[str, _SimRun] = {}
-        self.started: list[str] = []  # every start ever made, for tests (no duplicates)
+        self.started: list[str] = []  # every start made, for tests (no duplicates)
+        self.adopted: list[str] = []  # runs taken over from a previous agent
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], *, speed: float | None = None,
@@ -89,7 +90,10 @@ class SimExecutor:
 
     def adopt(self, runs: Sequence[Run]) -> None:
         for run in runs:
-            self.start(run)
+            if run.run_id not in self.runs:
+                fail_after, message = self._failure_for(run)
+                self.runs[run.run_id] = _SimRun(run, fail_after, message)
+                self.adopted.append(run.run_id)
 
     def stop(self, run_id: str, grace_seconds: float) -> None:
         sim = self.runs.get(run_id)

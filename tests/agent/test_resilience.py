@@ -1,0 +1,72 @@
+"""Agent restarts and control-plane outages: no duplicate start, no lost result."""
+
+from __future__ import annotations
+
+import time
+
+from apportion.agent.executors.sim import SimExecutor
+from apportion.agent.state import StateFile
+from tests.agent.conftest import Cluster, wait_for
+from tests.agent.test_sim import NODES
+
+
+def _events(cluster: Cluster, wid: int) -> list[str]:
+    return [e["status"] for e in cluster.admin.workload_events(wid, limit=100).items
+            if e["type"] == "workload.status"]
+
+
+def test_agent_restart_mid_run_adopts_without_a_second_start(cluster: Cluster) -> None:
+    first = SimExecutor(NODES)
+    a = cluster.agent(first)
+    wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
+    wid = cluster.submit(gpus=4, duration=2)
+    cluster.wait_status(wid, "Running")
+    a.halt()  # the agent process "dies"; its state file stays
+    state = StateFile(cluster.tmp / "agent-main.json").load("main")
+    assert list(state.runs) == [f"w{wid}-a1"]
+
+    second = SimExecutor(NODES)
+    cluster.agent(second)
+    cluster.wait_status(wid, "Completed", timeout=10)
+    assert second.started == []  # never started again ...
+    assert second.adopted == [f"w{wid}-a1"]  # ... only adopted
+    assert _events(cluster, wid).count("Running") == 1
+    assert _events(cluster, wid)[-1] == "Completed"
+
+
+def test_result_of_a_run_that_ended_while_the_agent_was_down_is_reported(
+    cluster: Cluster,
+) -> None:
+    a = cluster.agent(SimExecutor(NODES, speed=2.0))
+    wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
+    wid = cluster.submit(gpus=1, duration=1)  # 0.5 s of wall time
+    cluster.wait_status(wid, "Running")
+    a.halt()
+    time.sleep(0.8)  # the run's duration passes with no agent at all
+    cluster.agent(SimExecutor(NODES, speed=2.0))
+    cluster.wait_status(wid, "Completed")
+
+
+def test_outage_runs_keep_running_and_outcomes_arrive_after_recovery(
+    cluster: Cluster,
+) -> None:
+    sim = SimExecutor(NODES, speed=2.0)
+    a = cluster.agent(sim)
+    wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
+    done = cluster.submit(name="finishes-in-outage", gpus=2, duration=2)  # 1 s
+    longer = cluster.submit(name="outlives-outage", gpus=2, duration=8)  # 4 s
+    cluster.wait_status(done, "Running")
+    cluster.wait_status(longer, "Running")
+
+    cluster.server.stop()
+    wait_for(lambda: not a.agent.is_connected, 10, "agent notices the outage")
+    rid = f"w{done}-a1"
+    wait_for(lambda: any(i["run_id"] == rid and i["status"] == "completed"
+                         for i in a.agent.state.outbox), 10, "outcome queued offline")
+    assert f"w{longer}-a1" in sim.runs  # the other one keeps running
+
+    cluster.server.start()
+    cluster.wait_status(done, "Completed", timeout=15)
+    assert cluster.status(longer) == "Running"
+    cluster.wait_status(longer, "Completed", timeout=15)
+    assert sim.started == [f"w{done}-a1", f"w{longer}-a1"]

@@ -1,11 +1,27 @@
-"""Entry point of the ``apportion`` command. Sub-commands register here."""
+"""Entry point of the ``apportion`` command. Sub-commands register here.
+
+Exit codes: 0 ok; 1 a failure reported by the server (or no server reachable);
+2 a usage error (bad arguments, not logged in). See docs/cli.md.
+"""
 
 from __future__ import annotations
 
 import typer
 
 from apportion import __version__
-from apportion.cli import server_cmd, simulate_cmd
+from apportion.cli import (
+    completion_cmd,
+    login_cmd,
+    pools_cmd,
+    reservations_cmd,
+    server_cmd,
+    simulate_cmd,
+    submit_cmd,
+    teams_cmd,
+    tokens_cmd,
+    top_cmd,
+    workloads_cmd,
+)
 
 app = typer.Typer(
     name="apportion",
@@ -13,9 +29,13 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 simulate_cmd.register(app)
 server_cmd.register(app)
+for group in (login_cmd, submit_cmd, workloads_cmd, teams_cmd, reservations_cmd, pools_cmd,
+              tokens_cmd, top_cmd, completion_cmd):
+    group.register(app)
 
 
 @app.command()

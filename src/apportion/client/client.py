@@ -94,6 +94,34 @@ class ApportionClient(AdminEndpoints):
         return self.sse("/v1/events/stream", params, last_event_id=last_event_id,
                         read_timeout=read_timeout)
 
+    def latest_event_id(self) -> int:
+        """The id of the newest event visible to this token (0 when there is none).
+
+        The API has no "newest first" order, so this searches with ``after=`` and
+        ``limit=1`` (about 2 x log2(id) small requests): used to follow the stream from
+        "now" without replaying the whole backlog.
+        """
+        def exists_after(after: int) -> int | None:
+            items = self.list_events(after=after, limit=1).items
+            return int(items[0]["id"]) if items else None
+
+        first = exists_after(0)
+        if first is None:
+            return 0
+        low, step = first, 1
+        while (found := exists_after(low + step)) is not None:
+            low, step = found, step * 2
+        high = low + step  # invariant: ``low`` exists, no id is above ``high``
+        while high - low > 1:
+            mid = (low + high) // 2
+            found = exists_after(mid)
+            if found is None:
+                high = mid
+            else:
+                low = found
+        last = exists_after(low)  # the id ``high`` itself may exist
+        return low if last is None else last
+
     # -- agent protocol ---------------------------------------------------------------------
 
     def agent_heartbeat(

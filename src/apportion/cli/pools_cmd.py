@@ -1,0 +1,216 @@
+"""``apportion pools list | show P`` and ``apportion nodes list | cordon | uncordon``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from apportion.cli import common
+from apportion.cli.common import NoHeadersOpt, OutputOpt, command
+from apportion.cli.output import (
+    Column,
+    Format,
+    emit,
+    fmt_gpus,
+    print_data,
+    print_table,
+    stdout,
+    team_style,
+)
+from apportion.client import ApportionClient, paginate
+
+pools_app = typer.Typer(help="GPU pools (clusters): capacity and a device map.",
+                        no_args_is_help=True)
+nodes_app = typer.Typer(help="Nodes: list, cordon, uncordon.", no_args_is_help=True)
+
+PLACED = ["Starting", "Running"]
+EXTERNAL = "(ext)"
+FREE = "·"
+
+POOL_COLUMNS = (
+    Column("NAME", lambda p: p.get("name")),
+    Column("GPU-TYPE", lambda p: p.get("gpu_type")),
+    Column("CAPACITY", lambda p: fmt_gpus(p.get("capacity"))),
+    Column("NODES", lambda p: p.get("node_count")),
+    Column("AGENT", lambda p: (p.get("agent") or {}).get("status")),
+    Column("GPU-MEMORY-MIB", lambda p: p.get("gpu_memory_mib"), is_wide_only=True),
+    Column("TOPOLOGY", lambda p: p.get("topology"), is_wide_only=True),
+    Column("START-DELAY", lambda p: p.get("start_delay"), is_wide_only=True),
+    Column("GRACE", lambda p: p.get("preemption_grace"), is_wide_only=True),
+    Column("LAST-HEARTBEAT", lambda p: (p.get("agent") or {}).get("last_heartbeat_at"),
+           is_wide_only=True),
+)
+
+NODE_COLUMNS = (
+    Column("NAME", lambda n: n.get("name")),
+    Column("POOL", lambda n: n.get("pool")),
+    Column("GPUS", lambda n: n.get("gpus")),
+    Column("GPU-TYPE", lambda n: n.get("gpu_type")),
+    Column("STATE", lambda n: n.get("state")),
+    Column("HEALTH", lambda n: n.get("health")),
+    Column("CORDONED", lambda n: n.get("cordoned")),
+    Column("UNAVAILABLE", lambda n: fmt_gpus(n.get("unavailable_gpus")), is_wide_only=True),
+    Column("LABELS", lambda n: n.get("labels"), is_wide_only=True),
+    Column("LAST-SEEN", lambda n: n.get("last_seen_at"), is_wide_only=True),
+)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(pools_app, name="pools")
+    root.add_typer(nodes_app, name="nodes")
+
+
+@pools_app.command("list")
+@command
+def list_pools(output: OutputOpt = None, no_headers: NoHeadersOpt = False) -> None:
+    """Pools with capacity, node count and agent status."""
+    fmt = common.output_format(output)
+    with common.open_client() as client:
+        rows = list(paginate(client.list_pools))
+    emit(rows, fmt, POOL_COLUMNS, has_headers=not no_headers)
+
+
+def device_map(nodes: list[dict[str, Any]], workloads: list[dict[str, Any]]
+               ) -> dict[str, list[list[tuple[str, int]]]]:
+    """node -> device index -> [(team, milli), ...]; shares the agent does not manage
+    show as ``(ext)``."""
+    grid = {n["name"]: [[] for _ in range(int(n.get("gpus") or 0))] for n in nodes}
+    for node in nodes:
+        for share in node.get("unavailable") or []:
+            _add(grid, node["name"], int(share["index"]), EXTERNAL, int(share["milli"]))
+    for w in sorted(workloads, key=lambda w: int(w["id"])):
+        for pod in w.get("placement") or []:
+            for dev in pod.get("devices") or []:
+                _add(grid, pod["node"], int(dev["index"]), str(w["team"]), int(dev["milli"]))
+    return grid
+
+
+def _add(grid: dict[str, list[list[tuple[str, int]]]], node: str, index: int, owner: str,
+         milli: int) -> None:
+    devices = grid.get(node)
+    if devices is None or not 0 <= index < len(devices):
+        return
+    for n, (team, used) in enumerate(devices[index]):
+        if team == owner:
+            devices[index][n] = (team, used + milli)
+            return
+    devices[index].append((owner, milli))
+
+
+def device_cell(shares: list[tuple[str, int]]) -> str:
+    """``nlp`` (a whole device), ``nlp.5`` (half), ``nlp.5+cv.25``, ``·`` (free)."""
+    if not shares:
+        return FREE
+    parts = []
+    for team, milli in shares:
+        parts.append(team if milli >= 1000 else team + fmt_gpus(milli / 1000).lstrip("0"))
+    return "+".join(parts)
+
+
+def _cell_style(text: str) -> str | None:
+    if text == FREE:
+        return "dim"
+    first = text.split("+")[0].rstrip(".0123456789")
+    return "dim italic" if first == EXTERNAL else team_style(first)
+
+
+def map_columns(width: int) -> list[Column]:
+    columns = [Column("NODE", lambda r: r["name"]), Column("STATE", lambda r: r["state"])]
+    for i in range(width):
+        columns.append(Column(f"GPU{i}", lambda r, i=i: r["cells"][i] if i < len(r["cells"])
+                              else "", style=_cell_style))
+    return columns
+
+
+def _team_totals(workloads: list[dict[str, Any]]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for w in workloads:
+        milli = sum(int(d["milli"]) for p in w.get("placement") or [] for d in p["devices"])
+        totals[str(w["team"])] = totals.get(str(w["team"]), 0) + milli
+    return dict(sorted(totals.items()))
+
+
+def _load_pool(client: ApportionClient, name: str) -> tuple[dict, list[dict], list[dict]]:
+    pool = client.get_pool(name)
+    nodes = list(paginate(client.list_nodes, pool=name))
+    workloads = list(paginate(client.list_workloads, pool=name, status=PLACED))
+    return pool, nodes, workloads
+
+
+@pools_app.command("show")
+@command
+def show(
+    name: Annotated[str, typer.Argument(metavar="POOL")],
+    output: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+) -> None:
+    """A map of the pool: nodes x GPU devices, each share labelled (and coloured) by team."""
+    fmt = common.output_format(output)
+    with common.open_client() as client:
+        pool, nodes, workloads = _load_pool(client, name)
+    if fmt in (Format.JSON, Format.YAML):
+        print_data({"pool": pool, "nodes": nodes, "workloads": workloads}, fmt)
+        return
+    grid = device_map(nodes, workloads)
+    rows = [{"name": n["name"], "state": n.get("state"),
+             "cells": [device_cell(d) for d in grid[n["name"]]]}
+            for n in sorted(nodes, key=lambda n: n["name"])]
+    width = max((len(r["cells"]) for r in rows), default=0)
+    out = stdout()
+    used = sum(_team_totals(workloads).values())
+    out.print(f"pool {pool['name']}: {fmt_gpus(pool.get('capacity'))} GPUs on "
+              f"{pool.get('node_count', len(nodes))} nodes, {fmt_gpus(used / 1000)} in use "
+              f"by workloads; agent {(pool.get('agent') or {}).get('status', '-')}")
+    if rows:
+        print_table(map_columns(width), rows, has_headers=not no_headers, console=out)
+    totals = _team_totals(workloads)
+    if totals:
+        legend = ", ".join(f"[{team_style(t)}]{t}[/] {fmt_gpus(m / 1000)}"
+                           for t, m in totals.items())
+        out.print(f"teams: {legend}", markup=True)
+
+
+@nodes_app.command("list")
+@command
+def list_nodes(
+    pool: Annotated[str | None, typer.Option("--pool")] = None,
+    state: Annotated[str | None, typer.Option("--state", help="ready, cordoned or down.")
+                     ] = None,
+    output: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+) -> None:
+    """Nodes with their state (ready / cordoned / down)."""
+    fmt = common.output_format(output)
+    with common.open_client() as client:
+        rows = list(paginate(client.list_nodes, pool=pool, state=state))
+    emit(rows, fmt, NODE_COLUMNS, has_headers=not no_headers)
+
+
+def _cordon(names: list[str], is_cordon: bool, output: Format | None, no_headers: bool) -> None:
+    fmt = common.output_format(output)
+    done = []
+    with common.open_client() as client:
+        for name in names:
+            node = client.cordon_node(name) if is_cordon else client.uncordon_node(name)
+            done.append(node)
+            if fmt is Format.TABLE:
+                stdout().print(f"node {name} {'cordoned' if is_cordon else 'uncordoned'}")
+    if fmt is not Format.TABLE:
+        emit(done if len(done) > 1 else done[0], fmt, NODE_COLUMNS, has_headers=not no_headers)
+
+
+@nodes_app.command("cordon")
+@command
+def cordon(names: Annotated[list[str], typer.Argument(metavar="NODE...")],
+           output: OutputOpt = None, no_headers: NoHeadersOpt = False) -> None:
+    """Take no new pods on these nodes (running work stays)."""
+    _cordon(names, True, output, no_headers)
+
+
+@nodes_app.command("uncordon")
+@command
+def uncordon(names: Annotated[list[str], typer.Argument(metavar="NODE...")],
+             output: OutputOpt = None, no_headers: NoHeadersOpt = False) -> None:
+    """Let these nodes take new pods again."""
+    _cordon(names, False, output, no_headers)

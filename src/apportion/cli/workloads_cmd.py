@@ -1,0 +1,227 @@
+"""``apportion workloads list | get | cancel | events | why | logs`` (alias ``wl``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from apportion.cli import common
+from apportion.cli.common import NoHeadersOpt, OutputOpt, command, resolve_workload
+from apportion.cli.output import (
+    Column,
+    Format,
+    emit,
+    fmt_gpus,
+    print_data,
+    print_table,
+    status_style,
+    stdout,
+)
+from apportion.cli.watch import workload_events
+from apportion.cli.workloads_why import logs, why
+from apportion.client import TERMINAL_STATUSES, ApportionClient, paginate
+
+UNFINISHED = ["Pending", "Queued", "Starting", "Running"]
+
+app = typer.Typer(help="List, inspect and cancel workloads.", no_args_is_help=True)
+
+WatchOpt = Annotated[bool, typer.Option("-w", "--watch", help="Then print a row per change, "
+                                        "from the event stream.")]
+TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Stop watching/following "
+                                                  "after SECONDS.", show_default=False)]
+
+
+app.command("why")(why)
+app.command("logs")(logs)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="workloads")
+    root.add_typer(app, name="wl", hidden=True)
+
+
+def _nodes(w: dict[str, Any]) -> list[str]:
+    return sorted({p["node"] for p in w.get("placement") or []})
+
+
+COLUMNS = (
+    Column("ID", lambda w: w.get("id")),
+    Column("NAME", lambda w: w.get("name")),
+    Column("TEAM", lambda w: w.get("team")),
+    Column("CLASS", lambda w: w.get("class")),
+    Column("PRIORITY", lambda w: w.get("priority")),
+    Column("GPUS", lambda w: fmt_gpus(w.get("gpus"))),
+    Column("STATUS", lambda w: w.get("status"), style=status_style),
+    Column("POOL", lambda w: w.get("pool")),
+    Column("PODS", lambda w: (w.get("spec") or {}).get("pods", 1), is_wide_only=True),
+    Column("ATTEMPT", lambda w: w.get("attempt"), is_wide_only=True),
+    Column("NODES", _nodes, is_wide_only=True),
+    Column("SUBMITTED-BY", lambda w: w.get("submitted_by"), is_wide_only=True),
+    Column("SUBMITTED", lambda w: w.get("submitted_at"), is_wide_only=True),
+    Column("REASON", lambda w: (w.get("reason") or {}).get("code")),
+)
+
+EVENT_COLUMNS = (
+    Column("ID", lambda e: e.get("id")),
+    Column("AT", lambda e: e.get("at")),
+    Column("TYPE", lambda e: e.get("type")),
+    Column("ATTEMPT", lambda e: e.get("attempt")),
+    Column("STATUS", lambda e: e.get("status"), style=status_style),
+    Column("CAUSE", lambda e: e.get("cause"), is_wide_only=True),
+    Column("MESSAGE", lambda e: e.get("message")),
+)
+
+
+def _my_teams(client: ApportionClient) -> list[str] | None:
+    """The token's teams; ``None`` (everything visible) for roles without teams."""
+    teams = client.token_self().get("teams") or []
+    return list(teams) or None
+
+
+@app.command("list")
+@command
+def list_workloads(
+    all_: Annotated[bool, typer.Option("-A", "--all", help="Every workload you may see, "
+                                       "finished ones too.")] = False,
+    status: Annotated[list[str] | None, typer.Option("--status", "-s", help="Repeatable or "
+                                                     "comma-separated.")] = None,
+    team: Annotated[str | None, typer.Option("--team", "-t", help="A team and its "
+                                             "subtree.")] = None,
+    wclass: Annotated[str | None, typer.Option("--class")] = None,
+    pool: Annotated[str | None, typer.Option("--pool")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many "
+                                              "(newest last).")] = None,
+    watch: WatchOpt = False,
+    timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+) -> None:
+    """Workloads of my teams that have not finished (-A: all, finished too)."""
+    fmt = common.output_format(output)
+    statuses = [s for v in status or [] for s in v.split(",") if s] or (
+        None if all_ else UNFINISHED)
+    with common.open_client() as client:
+        teams: list[str | None] = [team]
+        if team is None and not all_:
+            teams = list(_my_teams(client) or [None])
+        filters = {"status": statuses, "class_": wclass, "pool": pool}
+        found: dict[int, dict[str, Any]] = {}
+        for t in teams:
+            for w in paginate(client.list_workloads, team=t, **filters):
+                found[int(w["id"])] = w
+        rows = [found[i] for i in sorted(found)]
+        if limit is not None:
+            rows = rows[-limit:]
+        emit(rows, fmt, COLUMNS, has_headers=not no_headers)
+        if watch:
+            _watch(client, fmt, lambda w: _matches(w, teams, statuses, wclass, pool, client),
+                   timeout, None)
+
+
+def _matches(w: dict[str, Any], teams: list[str | None], statuses: list[str] | None,
+             wclass: str | None, pool: str | None, client: ApportionClient) -> bool:
+    if statuses and w.get("status") not in statuses and w.get("status") not in \
+            TERMINAL_STATUSES:
+        return False
+    if wclass and w.get("class") != wclass:
+        return False
+    if pool and w.get("pool") not in (pool, None):
+        return False
+    if teams == [None]:
+        return True
+    return w.get("team") in _subtrees(client, [t for t in teams if t])
+
+
+_SUBTREE_CACHE: dict[tuple[str, ...], set[str]] = {}
+
+
+def _subtrees(client: ApportionClient, roots: list[str]) -> set[str]:
+    key = tuple(sorted(roots))
+    if key not in _SUBTREE_CACHE:
+        parents = {t["slug"]: t.get("parent") for t in paginate(client.list_teams)}
+        found = set(roots)
+        changed = True
+        while changed:
+            new = {s for s, p in parents.items() if p in found} - found
+            found |= new
+            changed = bool(new)
+        _SUBTREE_CACHE[key] = found
+    return _SUBTREE_CACHE[key]
+
+
+def _watch(client: ApportionClient, fmt: Format, wanted: Any, timeout: float | None,
+           workload_id: int | None, after: int | None = None) -> None:
+    """Print the workload again (a row, or a JSON/YAML document) after each change."""
+    for event in workload_events(client, timeout=timeout, workload_id=workload_id,
+                                 after=after):
+        w = client.get_workload(int(event["workload_id"]))
+        if not wanted(w):
+            continue
+        if fmt in (Format.JSON, Format.YAML):
+            print_data(w, fmt)
+        else:
+            print_table(COLUMNS, [w], is_wide=fmt is Format.WIDE, has_headers=False)
+        if workload_id is not None and w.get("status") in TERMINAL_STATUSES:
+            return
+
+
+@app.command("get")
+@command
+def get_workload(
+    ref: Annotated[str, typer.Argument(metavar="NAME|ID")],
+    watch: WatchOpt = False,
+    timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+) -> None:
+    """One workload (-w: and every change until it finishes)."""
+    fmt = common.output_format(output)
+    with common.open_client() as client:
+        w = resolve_workload(client, ref)
+        after = None
+        if watch:
+            events = list(paginate(client.workload_events, int(w["id"])))
+            after = max((int(e["id"]) for e in events), default=0)
+            w = client.get_workload(int(w["id"]))
+        emit(w, fmt, COLUMNS, has_headers=not no_headers)
+        if watch and w.get("status") not in TERMINAL_STATUSES:
+            _watch(client, fmt, lambda _w: True, timeout, int(w["id"]), after=after)
+
+
+@app.command("cancel")
+@command
+def cancel(
+    refs: Annotated[list[str], typer.Argument(metavar="NAME|ID...")],
+    message: Annotated[str | None, typer.Option("--message", "-m", help="Why (kept in the "
+                                                "event log).")] = None,
+    output: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+) -> None:
+    """Cancel workloads (yours; team leads: anyone's in their teams)."""
+    fmt = common.output_format(output)
+    done = []
+    with common.open_client() as client:
+        for ref in refs:
+            w = resolve_workload(client, ref)
+            done.append(client.cancel_workload(int(w["id"]), message=message))
+            if fmt is Format.TABLE:
+                stdout().print(f"workload {w['id']} {w['name']!r} cancelled")
+    if fmt is not Format.TABLE:
+        emit(done if len(done) > 1 else done[0], fmt, COLUMNS, has_headers=not no_headers)
+
+
+@app.command("events")
+@command
+def events(
+    ref: Annotated[str, typer.Argument(metavar="NAME|ID")],
+    output: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+) -> None:
+    """Every lifecycle transition and reason change of a workload, oldest first."""
+    fmt = common.output_format(output)
+    with common.open_client() as client:
+        w = resolve_workload(client, ref)
+        rows = list(paginate(client.workload_events, int(w["id"])))
+    emit(rows, fmt, EVENT_COLUMNS, has_headers=not no_headers)
+

@@ -1,0 +1,126 @@
+"""``apportion workloads why`` (reason + fair-share context) and ``workloads logs [-f]``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from apportion.cli import common
+from apportion.cli.common import NoHeadersOpt, OutputOpt, command, resolve_workload
+from apportion.cli.output import Column, Format, emit, fmt_gpus, print_data, print_table, stdout
+from apportion.cli.watch import workload_events
+from apportion.client import TERMINAL_STATUSES, ApiError, ApportionClient, paginate
+
+SHARE_COLUMNS = (
+    Column("TEAM", lambda r: r.get("team")),
+    Column("POOL", lambda r: r.get("pool")),
+    Column("RESERVATION", lambda r: fmt_gpus(r.get("reservation"))),
+    Column("RESERVED-IN-USE", lambda r: fmt_gpus(r.get("reserved_in_use"))),
+    Column("ELASTIC-IN-USE", lambda r: fmt_gpus(r.get("elastic_in_use"))),
+    Column("ENTITLEMENT", lambda r: fmt_gpus(r.get("entitlement"))),
+    Column("BURST-CAP", lambda r: "unlimited" if r.get("burst_cap") is None
+           else fmt_gpus(r.get("burst_cap"))),
+)
+
+
+def _path(client: ApportionClient, team: str) -> list[str]:
+    """``team`` and its ancestors, leaf first."""
+    path, seen = [], set()
+    current: str | None = team
+    while current and current not in seen:
+        seen.add(current)
+        path.append(current)
+        try:
+            current = client.get_team(current).get("parent")
+        except ApiError:
+            break
+    return path
+
+
+def fair_share_rows(client: ApportionClient, w: dict[str, Any]) -> list[dict[str, Any]]:
+    """Capacity rows of the workload's team and its ancestors, in its pool (or all pools)."""
+    rows = []
+    for team in _path(client, str(w["team"])):
+        rows.extend(r for r in client.team_capacity(team=team, pool=w.get("pool"))
+                    if r.get("team") == team)
+    return rows
+
+
+@command
+def why(
+    ref: Annotated[str, typer.Argument(metavar="NAME|ID")],
+    output: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+) -> None:
+    """Why a workload waits (or what it is doing), with its team's fair share."""
+    fmt = common.output_format(output)
+    with common.open_client() as client:
+        w = resolve_workload(client, ref)
+        answer = client.why_workload(int(w["id"]))
+        shares = fair_share_rows(client, w)
+    if fmt in (Format.JSON, Format.YAML):
+        print_data({"why": answer, "fair_share": shares}, fmt)
+        return
+    out = stdout()
+    out.print(f"workload {w['id']} {w['name']!r} (team {w['team']}, {w['class']}, "
+              f"priority {w['priority']}, {fmt_gpus(w.get('gpus'))} GPUs): {answer['status']}")
+    reason = answer.get("reason")
+    if reason:
+        out.print(f"reason: {reason['code']}: {reason['message']}")
+    out.print(f"explanation: {answer.get('explanation') or '-'}")
+    if shares:
+        out.print("fair share (GPUs; entitlement from the last scheduling cycle):")
+        print_table(SHARE_COLUMNS, shares, is_wide=fmt is Format.WIDE,
+                    has_headers=not no_headers, console=out)
+
+
+LOG_COLUMNS = (
+    Column("AT", lambda e: e.get("at")),
+    Column("ATTEMPT", lambda e: e.get("attempt")),
+    Column("STATUS", lambda e: e.get("status")),
+    Column("MESSAGE", lambda e: _log_message(e)),
+)
+
+
+def _log_message(e: dict[str, Any]) -> str:
+    cause = f" [{e['cause']}]" if e.get("cause") else ""
+    return f"{e.get('message') or e.get('type')}{cause}"
+
+
+@command
+def logs(
+    ref: Annotated[str, typer.Argument(metavar="NAME|ID")],
+    follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing until it "
+                                         "finishes.")] = False,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Stop following after "
+                                                  "SECONDS.", show_default=False)] = None,
+    output: OutputOpt = None,
+) -> None:
+    """The workload's log as the control plane knows it: every transition and reason,
+    with messages. Container output stays with the executor (see docs/cli.md)."""
+    fmt = common.output_format(output)
+    with common.open_client() as client:
+        w = resolve_workload(client, ref)
+        wid = int(w["id"])
+        entries = list(paginate(client.workload_events, wid))
+        _print_log(entries, fmt)
+        if not follow:
+            return
+        after = max((int(e["id"]) for e in entries), default=0)
+        if client.get_workload(wid).get("status") in TERMINAL_STATUSES:
+            return
+        for event in workload_events(client, after=after, timeout=timeout, workload_id=wid):
+            _print_log([event], fmt)
+            if event.get("type") == "workload.status" and event.get("status") in \
+                    TERMINAL_STATUSES:
+                return
+
+
+def _print_log(entries: list[dict[str, Any]], fmt: Format) -> None:
+    if fmt in (Format.JSON, Format.YAML):
+        for entry in entries:
+            print_data(entry, fmt)
+        return
+    if entries:
+        emit(entries, Format.TABLE, LOG_COLUMNS, has_headers=False)

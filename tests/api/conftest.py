@@ -29,7 +29,7 @@ class Api:
 
     def call(self, method: str, path: str, headers: dict[str, str] | None = None,
              **kw: Any) -> Any:
-        return self.client.request(method, path, headers=headers or self.admin, **kw)
+        return self.client.request(method, path, headers=self.admin if headers is None else headers, **kw)
 
     def ok(self, method: str, path: str, headers: dict[str, str] | None = None,
            **kw: Any) -> Any:

@@ -29,7 +29,8 @@ class Api:
 
     def call(self, method: str, path: str, headers: dict[str, str] | None = None,
              **kw: Any) -> Any:
-        return self.client.request(method, path, headers=self.admin if headers is None else headers, **kw)
+        head = self.admin if headers is None else headers
+        return self.client.request(method, path, headers=head, **kw)
 
     def ok(self, method: str, path: str, headers: dict[str, str] | None = None,
            **kw: Any) -> Any:

@@ -1,0 +1,156 @@
+"""The scheduler's lease and fencing token, and version-checked plan commits,
+against SQLite and a real PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from apportion.service import agents, pools, workloads
+from apportion.service import org as org_svc
+from apportion.service import tokens as tok
+from apportion.service.context import Ctx
+from apportion.service.errors import LostLease, StaleSnapshot
+from apportion.service.scheduler import Scheduler, _run
+from apportion.service.snapshots import load_snapshot
+from apportion.store.db import Database
+from apportion.store.repos import security as sec_repo
+from apportion.store.repos import workloads as wl_repo
+
+
+@dataclass
+class World:
+    db: Database
+    admin: Ctx
+    org_id: int
+
+    def submit(self, name: str, gpus: float = 1) -> int:
+        with self.db.write() as s:
+            return int(workloads.submit(s, self.admin, {"name": name, "team": "t",
+                                                        "gpus": gpus})["id"])
+
+    def statuses(self) -> dict[int, str]:
+        with self.db.read() as s:
+            return {w.id: w.status for w in wl_repo.active_workloads(s, self.org_id)}
+
+
+@pytest.fixture
+def world(backend_url: str) -> Iterator[World]:
+    db = Database(backend_url)
+    db.migrate()
+    secret = tok.bootstrap(db, "default", None)
+    assert secret is not None
+    verifier = tok.TokenVerifier(db)
+    admin = Ctx(verifier.verify(secret), "test")
+    with db.write() as s:
+        pools.create_pool(s, admin, {"name": "main"})
+        agent_tok = tok.create_token(s, admin, {"name": "ag", "role": "agent", "pool": "main"})
+        org_svc.create_team(s, admin, {"slug": "t"})
+    agent = Ctx(verifier.verify(agent_tok["token"]), "test")
+    with db.write() as s:
+        agents.heartbeat(s, agent, {"nodes": [{"name": f"n{i}", "gpus": 8} for i in range(4)]})
+    try:
+        yield World(db, admin, admin.org_id)
+    finally:
+        db.dispose()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_paused_leader_cannot_commit(world: World) -> None:
+    clock = Clock()
+    a = Scheduler(world.db, "a", lease_ttl=10, clock=clock)
+    b = Scheduler(world.db, "b", lease_ttl=10, clock=clock)
+    wid = world.submit("w")
+    assert a.acquire() and not b.acquire()
+    with world.db.read() as s:
+        loaded = load_snapshot(s, world.org_id, clock())
+    plan = _run(loaded)  # a computes a plan ... and pauses past its lease
+    clock.now += 11
+    assert b.acquire() and b.token == 2
+    with pytest.raises(LostLease), world.db.write() as s:
+        a._commit(s, world.org_id, loaded, plan, time.perf_counter())
+    assert world.statuses()[wid] == "Pending"  # nothing of a's plan was written
+    assert not a.acquire()  # and it cannot take the lease back while b holds it
+    assert b.run_org(world.org_id).committed
+    assert world.statuses()[wid] == "Starting"
+    with world.db.read() as s:
+        assert [(c.holder, c.fencing_token) for c in sec_repo.list_cycles(s)] == [("b", 2)]
+
+
+def test_stale_snapshot_is_refused_then_recomputed(world: World) -> None:
+    s1 = Scheduler(world.db, "solo")
+    assert s1.acquire()
+    first = world.submit("first")
+    with world.db.read() as s:
+        loaded = load_snapshot(s, world.org_id, time.time())
+    plan = _run(loaded)
+    second = world.submit("second")  # the snapshot is now out of date
+    with pytest.raises(StaleSnapshot), world.db.write() as s:
+        s1._commit(s, world.org_id, loaded, plan, time.perf_counter())
+    assert world.statuses() == {first: "Pending", second: "Pending"}
+    assert s1.run_org(world.org_id).committed
+    assert world.statuses() == {first: "Starting", second: "Starting"}
+
+
+def test_two_schedulers_never_both_commit(world: World) -> None:
+    """Two instances race for the lease with a short TTL and random pauses
+    longer than it, while work arrives. Commits must form one history: fencing
+    tokens never go backwards, and each token belongs to one holder."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def scheduler_thread(name: str, pause_every: int) -> None:
+        sched = Scheduler(world.db, name, lease_ttl=0.3)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                if sched.acquire():
+                    for _ in range(3):
+                        if not sched.run_org(world.org_id).committed:
+                            break
+                if n % pause_every == 0:
+                    time.sleep(0.45)  # a pause longer than the lease
+            except LostLease:
+                pass
+            except BaseException as exc:
+                errors.append(exc)
+                return
+            time.sleep(0.01)
+
+    threads = [threading.Thread(target=scheduler_thread, args=("a", 5)),
+               threading.Thread(target=scheduler_thread, args=("b", 7))]
+    for t in threads:
+        t.start()
+    deadline = time.time() + 3.0
+    i = 0
+    while time.time() < deadline:
+        world.submit(f"w{i}", gpus=0.25)
+        i += 1
+        time.sleep(0.02)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert not errors, errors
+    with world.db.read() as s:
+        cycles = sec_repo.list_cycles(s, world.org_id)
+    assert len(cycles) >= 3
+    tokens = [c.fencing_token for c in cycles]
+    assert tokens == sorted(tokens), "a fenced-out leader committed after a newer one"
+    holders: dict[int, set[str]] = {}
+    for c in cycles:
+        holders.setdefault(c.fencing_token, set()).add(c.holder)
+    assert all(len(h) == 1 for h in holders.values())
+    versions = [c.snapshot_version for c in cycles]
+    assert len(set(versions)) == len(versions), "two plans committed from one snapshot"

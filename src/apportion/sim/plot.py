@@ -23,7 +23,7 @@ def write_plot(result: SimResult, path: str) -> None:
     pools = list(result.scenario.pools)
     fig = Figure(figsize=(11, 4.2 * len(pools) + 0.8), layout="constrained")
     FigureCanvasAgg(fig)
-    end = result.time + max(1, result.time // 20)
+    end = result.time + max(1, result.time // 5)
     scale, unit = _time_unit(end)
     axes = fig.subplots(len(pools), 1, squeeze=False)[:, 0]
     for ax, pool in zip(axes, pools, strict=True):

@@ -59,6 +59,11 @@ def parse_scenario(content: str) -> Scenario:
         data = yaml.safe_load(content)
     except yaml.YAMLError as err:
         raise ValidationError("", f"not valid YAML: {_yaml_problem(err)}") from None
+    return scenario_from_data(data)
+
+
+def scenario_from_data(data: object) -> Scenario:
+    """Validate already-loaded YAML data (dicts and lists) into a Scenario."""
     if data is None:
         data = {}
     top = f.mapping(data, "", TOP_KEYS, "a scenario")

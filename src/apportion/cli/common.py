@@ -99,7 +99,7 @@ def describe_api_error(err: ApiError) -> str:
     field, allowed = details.get("field"), details.get("allowed")
     if field and str(field) not in text:
         text = f"{field}: {text}"
-    if allowed and err.code.startswith("VALIDATION"):
+    if allowed and err.code.startswith("VALIDATION") and _words(allowed) not in text:
         text = f"{text} (allowed: {_words(allowed)})"
     return text
 

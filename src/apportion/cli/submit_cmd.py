@@ -39,7 +39,7 @@ class TopologyMode(enum.StrEnum):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("submit", context_settings={"allow_interspersed_args": False})(submit)
+    app.command("submit")(submit)
 
 
 def parse_gpu_memory(text: str) -> int:

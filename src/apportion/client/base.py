@@ -196,15 +196,16 @@ class BaseClient:
             raise ServerUnreachable(self.server, str(err) or type(err).__name__) from err
 
 
-def paginate(fetch: Callable[..., Page], /, **kwargs: Any) -> Iterator[dict[str, Any]]:
-    """Yield every item of every page of ``fetch(**kwargs, next_token=...)``.
+def paginate(fetch: Callable[..., Page], /, *args: Any,
+             **kwargs: Any) -> Iterator[dict[str, Any]]:
+    """Yield every item of every page of ``fetch(*args, **kwargs, next_token=...)``.
 
     Example: ``for w in paginate(client.list_workloads, team="nlp"): ...``
     """
     kwargs.setdefault("limit", PAGE_LIMIT_MAX)
     token: str | None = kwargs.pop("next_token", None)
     while True:
-        page = fetch(**kwargs, next_token=token)
+        page = fetch(*args, **kwargs, next_token=token)
         yield from page.items
         if not page.next_token or page.next_token == token:
             return

@@ -1,0 +1,108 @@
+"""The local executor with real processes: env, logs, exit codes, SIGTERM → SIGKILL,
+adoption by a restarted agent, and a round trip through a live control plane."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from apportion.agent.executors.local import LocalExecutor
+from apportion.agent.model import ExecSpec, Run, RunStatus
+from apportion.domain.workload import DeviceShare, PodPlacement
+from tests.agent.conftest import Cluster, wait_for
+
+
+def _run(command: list[str], *, rid: str = "w1-a1", pods: int = 1, milli: int = 1000,
+         devices: tuple[int, ...] = (0,)) -> Run:
+    placement = tuple(PodPlacement("box", tuple(DeviceShare(d + p, milli) for d in devices))
+                      for p in range(pods))
+    wid, attempt = (int(x[1:]) for x in rid.split("-"))
+    return Run(rid, wid, attempt, placement, ExecSpec(name="t", team="nlp",
+                                                      command=tuple(command)))
+
+
+def _executor(tmp_path: Path) -> LocalExecutor:
+    return LocalExecutor(tmp_path, node="box", gpus=4, gpu_memory_mib=40960,
+                         use_nvidia_smi=False)
+
+
+def _final(ex: LocalExecutor, rid: str, timeout: float = 10.0) -> RunStatus:
+    def check() -> RunStatus | None:
+        obs = {o.run_id: o for o in ex.poll()}[rid]
+        return obs.status if obs.status.is_final else None
+    return wait_for(check, timeout, f"{rid} to end")  # type: ignore[no-any-return]
+
+
+def test_pods_get_devices_env_and_a_log_file(tmp_path: Path) -> None:
+    ex = _executor(tmp_path)
+    script = 'echo "hi $APPORTION_POD_INDEX gpus=$CUDA_VISIBLE_DEVICES"; sleep 0.2'
+    ex.start(_run(["sh", "-c", script], pods=2, devices=(0, 1)))
+    assert _final(ex, "w1-a1") is RunStatus.COMPLETED
+    logs = ex.log_dir(1, 1)
+    assert (logs / "pod-0.log").read_text() == "hi 0 gpus=0,1\n"
+    assert (logs / "pod-1.log").read_text() == "hi 1 gpus=1,2\n"
+    assert (logs / "pod-0.exit").read_text().strip() == "0"
+
+
+def test_fraction_gets_a_memory_limit(tmp_path: Path) -> None:
+    ex = _executor(tmp_path)
+    script = ('echo "$APPORTION_GPU_FRACTION $APPORTION_GPU_MEMORY_LIMIT_MIB '
+              '$NVIDIA_VISIBLE_DEVICES"')
+    ex.start(_run(["sh", "-c", script], milli=250, devices=(3,)))
+    assert _final(ex, "w1-a1") is RunStatus.COMPLETED
+    assert (ex.log_dir(1, 1) / "pod-0.log").read_text() == "0.25 10240 3\n"
+
+
+def test_non_zero_exit_fails_the_run_and_stops_its_gang(tmp_path: Path) -> None:
+    ex = _executor(tmp_path)
+    script = 'if [ "$APPORTION_POD_INDEX" = 1 ]; then exit 3; fi; sleep 30'
+    ex.start(_run(["sh", "-c", script], pods=2))
+    started = time.monotonic()
+    assert _final(ex, "w1-a1") is RunStatus.FAILED
+    assert time.monotonic() - started < 5
+    obs = ex.poll()[0]
+    assert obs.message == "pod 1 exited with code 3" and obs.exit_code == 3
+
+
+def test_stop_escalates_from_sigterm_to_sigkill_after_the_grace(tmp_path: Path) -> None:
+    ex = _executor(tmp_path)
+    stubborn = _run(["sh", "-c", 'trap "" TERM; echo ready; sleep 30'], rid="w1-a1")
+    polite = _run(["sleep", "30"], rid="w2-a1")
+    ex.start(stubborn)
+    ex.start(polite)
+    wait_for(lambda: "ready" in (ex.log_dir(1, 1) / "pod-0.log").read_text(), 5, "trap set")
+    started = time.monotonic()
+    ex.stop("w1-a1", 0.6)
+    ex.stop("w2-a1", 10)
+    assert _final(ex, "w2-a1") is RunStatus.STOPPED  # SIGTERM is enough
+    assert time.monotonic() - started < 0.6
+    assert _final(ex, "w1-a1") is RunStatus.STOPPED  # needed SIGKILL
+    assert 0.6 <= time.monotonic() - started < 3
+
+
+def test_a_new_executor_adopts_running_and_finished_processes(tmp_path: Path) -> None:
+    first = _executor(tmp_path)
+    first.start(_run(["sh", "-c", "sleep 0.5; exit 4"], rid="w1-a1"))
+    first.start(_run(["true"], rid="w2-a1"))
+    _final(first, "w2-a1")
+    second = _executor(tmp_path)  # the agent restarted: same data dir, no Popen handles
+    second.adopt([first.runs["w1-a1"].run, first.runs["w2-a1"].run])
+    assert {o.run_id: o.status for o in second.poll()}["w2-a1"] is RunStatus.COMPLETED
+    assert _final(second, "w1-a1") is RunStatus.FAILED
+    assert "exited with code 4" in second.poll()[0].message
+    # adoption spawned nothing new: each log holds one run's output only
+    assert len(list(second.log_dir(1, 1).glob("pod-*.log"))) == 1
+
+
+def test_round_trip_through_the_control_plane(cluster: Cluster, tmp_path: Path) -> None:
+    ex = LocalExecutor(tmp_path / "agent", node="box", gpus=4, use_nvidia_smi=False)
+    cluster.agent(ex)
+    wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 4, 10, "node registered")
+    ok = cluster.submit(name="hello", gpus=1, command=["sh", "-c", "echo hi; sleep 0.2"])
+    bad = cluster.submit(name="broken", gpus=1, command=["sh", "-c", "exit 2"])
+    cluster.wait_status(ok, "Completed")
+    failed = cluster.wait_status(bad, "Failed")
+    assert failed["status"] == "Failed"
+    assert (ex.log_dir(ok, 1) / "pod-0.log").read_text() == "hi\n"
+    events = cluster.admin.workload_events(bad, limit=100).items
+    assert any("exited with code 2" in e["message"] for e in events)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import accumulate
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -42,7 +43,7 @@ from apportion.engine.fairshare_fill import (
     fill_level,
     index_pool,
 )
-from apportion.engine.fairshare_reserved import OrderKey, grant_reserved
+from apportion.engine.fairshare_reserved import LeafOrder, OrderKey, grant_reserved
 
 __all__ = ["DemandBook", "DemandItem", "Entitlements", "entitlements"]
 
@@ -119,31 +120,63 @@ class DemandBook:
         self._index: PoolIndex = index_pool(tree, pool)
         self._elastic: dict[int, dict[str, int]] = {}  # priority -> leaf -> milli
         self._reserved_total: dict[str, int] = {}  # leaf -> milli
-        self._reserved: dict[str, dict[DemandItem, int]] = {}  # leaf -> item -> count
-        self._sorted: dict[str, list[tuple[OrderKey, int]]] = {}
+        self._reserved: dict[str, list[tuple[OrderKey, int]]] = {}  # leaf -> workloads
+        self._sorted: dict[str, LeafOrder] = {}  # leaf -> its workloads in order (a cache)
         self._items = 0
-        for item in demand:
-            self.add(item)
+        self._add_all(demand)
 
     @property
     def pool(self) -> str:
         return self._index.pool
 
+    def _add_all(self, demand: Iterable[DemandItem]) -> None:
+        """``add`` for many items: the same, in one tight loop (it runs on every item)."""
+        leaves, elastic = self._index.leaves, self._elastic
+        reserved, reserved_total = self._reserved, self._reserved_total
+        count = 0
+        for item in demand:
+            team, milli = item.team, item.milli
+            if team not in leaves or milli < 0:
+                self._check(item)
+            count += 1
+            if item.is_reserved:
+                reserved_total[team] = reserved_total.get(team, 0) + milli
+                reserved.setdefault(team, []).append((item.order_key, milli))
+                continue
+            if not milli:
+                continue
+            level = elastic.get(item.priority)
+            if level is None:
+                level = elastic[item.priority] = {}
+            level[team] = level.get(team, 0) + milli
+        self._items += count
+        self._sorted.clear()
+
     def add(self, item: DemandItem) -> None:
-        """Count ``item``'s demand."""
+        """Count ``item``'s demand. O(1) (a reserved item also drops its leaf's cached order)."""
         self._check(item)
-        self._change(item, 1)
+        self._items += 1
+        if item.is_reserved:
+            self._reserved.setdefault(item.team, []).append((item.order_key, item.milli))
+            self._sorted.pop(item.team, None)
+        self._bump(item, item.milli)
 
     def remove(self, item: DemandItem) -> None:
-        """Stop counting ``item``'s demand; it must have been added (else KeyError)."""
+        """Stop counting ``item``'s demand; it must have been added (else KeyError).
+
+        O(1) for elastic work; O(the leaf's reserved workloads) for reserved work.
+        """
         self._check(item)
-        if item.is_reserved and not self._reserved.get(item.team, {}).get(item):
+        if item.is_reserved:
+            try:
+                self._reserved.get(item.team, []).remove((item.order_key, item.milli))
+            except ValueError:
+                raise KeyError(item) from None
+            self._sorted.pop(item.team, None)
+        elif self._elastic.get(item.priority, {}).get(item.team, 0) < item.milli:
             raise KeyError(item)
-        if not item.is_reserved and self._elastic.get(item.priority, {}).get(item.team, 0) < (
-            item.milli
-        ):
-            raise KeyError(item)
-        self._change(item, -1)
+        self._items -= 1
+        self._bump(item, -item.milli)
 
     def _check(self, item: DemandItem) -> None:
         if item.team not in self._index.leaves:
@@ -153,32 +186,23 @@ class DemandBook:
         if item.milli < 0:
             raise ValidationError("demand.milli", f"must be >= 0, got {item.milli}")
 
-    def _change(self, item: DemandItem, sign: int) -> None:
-        self._items += sign
-        team, delta = item.team, sign * item.milli
-        if not item.is_reserved:
-            level = self._elastic.setdefault(item.priority, {})
-            _bump(level, team, delta)
-            if not level:
-                del self._elastic[item.priority]
+    def _bump(self, item: DemandItem, delta: int) -> None:
+        """Change the totals of ``item``'s (leaf, class, priority) by ``delta``."""
+        if item.is_reserved:
+            _bump(self._reserved_total, item.team, delta)
             return
-        _bump(self._reserved_total, team, delta)
-        _bump(self._reserved.setdefault(team, {}), item, sign)
-        if not self._reserved[team]:
-            del self._reserved[team]
-        self._sorted.pop(team, None)
+        level = self._elastic.setdefault(item.priority, {})
+        _bump(level, item.team, delta)
+        if not level:
+            del self._elastic[item.priority]
 
-    def _pieces_of(self, leaf: str) -> list[tuple[OrderKey, int]]:
-        """The leaf's reserved workloads as (order key, milli), sorted; cached."""
+    def _pieces_of(self, leaf: str) -> LeafOrder:
+        """The leaf's reserved workloads in order, with running sums; cached."""
         cached = self._sorted.get(leaf)
         if cached is None:
-            pieces = [
-                (item.order_key, item.milli)
-                for item, count in self._reserved.get(leaf, {}).items()
-                for _ in range(count)
-                if item.milli > 0
-            ]
-            cached = self._sorted[leaf] = sorted(pieces)
+            pieces = sorted(p for p in self._reserved.get(leaf, ()) if p[1] > 0)
+            running = tuple(accumulate(milli for _key, milli in pieces))
+            cached = self._sorted[leaf] = LeafOrder(tuple(pieces), running)
         return cached
 
     def entitlements(self, capacity: int) -> Entitlements:

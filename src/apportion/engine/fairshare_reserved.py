@@ -17,14 +17,37 @@ merged, and only those that overflow travel upward.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from apportion.engine.fairshare_fill import ROOT, PoolIndex
 
 OrderKey = tuple[int, int, int]  # (-priority, submitted_at, workload_id)
-Piece = tuple[OrderKey, str, int]  # (order, leaf, milli still wanted)
-PiecesOf = Callable[[str], Sequence[tuple[OrderKey, int]]]
+
+
+@dataclass(frozen=True, slots=True)
+class LeafOrder:
+    """A leaf's reserved workloads as (order key, milli), sorted by key.
+
+    ``cumulative[i]`` is the milli of ``pieces[: i + 1]``.
+    """
+
+    pieces: tuple[tuple[OrderKey, int], ...]
+    cumulative: tuple[int, ...]
+
+
+PiecesOf = Callable[[str], LeafOrder]
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What is still waiting of one leaf: ``pieces[start:]``, the first only ``head`` of it."""
+
+    leaf: str
+    pieces: tuple[tuple[OrderKey, int], ...]
+    start: int
+    head: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +56,7 @@ class ReservedGrant:
 
     by_leaf: Mapping[str, int]
     bucket_left: Mapping[str, int]
-    pieces: int  # workloads handled one by one (a work counter)
+    pieces: int  # workloads looked at one by one (a work counter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +75,9 @@ def grant_reserved(
     """Grant reserved demand from the buckets (SPEC 4 step 1).
 
     ``totals`` maps leaf -> reserved demand; ``pieces_of(leaf)`` returns that
-    leaf's reserved workloads as (order key, milli), sorted by the key. It is
-    called only for leaves whose order matters. Returns the grants per leaf and
-    what is left of every team's own bucket.
+    leaf's reserved workloads in order. It is called only for leaves whose
+    order matters. Returns the grants per leaf and what is left of every
+    team's own bucket.
     """
     flow = _aggregate(index, totals)
     run = _ExactRun(index, flow, pieces_of)
@@ -90,9 +113,15 @@ def _aggregate(index: PoolIndex, totals: Mapping[str, int]) -> _Flow:
 
 
 class _ExactRun:
-    """Serves the buckets of the subtrees that need per-workload order."""
+    """Serves the buckets of the subtrees that need per-workload order.
 
-    __slots__ = ("by_leaf", "flow", "granted", "index", "pieces", "pieces_of", "used")
+    Waiting work travels upward as *runs* (one per leaf, each sorted); a bucket
+    serves the runs merged by order key and stops when it is empty, so only
+    the workloads actually served are looked at one by one. Only caps that
+    could bind (``may_hit_cap``) are tracked.
+    """
+
+    __slots__ = ("by_leaf", "caps_of", "flow", "granted", "index", "pieces", "pieces_of", "used")
 
     def __init__(self, index: PoolIndex, flow: _Flow, pieces_of: PiecesOf) -> None:
         self.index = index
@@ -101,56 +130,86 @@ class _ExactRun:
         self.used: dict[str, int] = dict.fromkeys(index.teams, 0)
         self.granted: dict[str, int] = dict.fromkeys(index.teams, 0)  # subtree, so far
         self.by_leaf: dict[str, int] = {}
+        self.caps_of: dict[str, tuple[tuple[str, int], ...]] = {}
         self.pieces = 0
 
-    def serve_subtree(self, team: str) -> list[Piece]:
+    def serve_subtree(self, team: str) -> list[_Run]:
         """Serve every bucket in ``team``'s subtree, children first.
 
-        Returns the reserved work still ungranted when it leaves ``team``,
-        sorted by order key.
+        Returns the reserved work still ungranted when it leaves ``team``.
         """
         if self.flow.overflow[team] == 0 and not self.flow.may_hit_cap[team]:
             self._grant_whole_subtree(team)
             return []
         children = self.index.children[team]
-        if not children:
-            waiting = [(key, team, milli) for key, milli in self.pieces_of(team)]
-            self.pieces += len(waiting)
-        else:
-            streams = [s for s in (self.serve_subtree(c) for c in children) if s]
-            waiting = streams[0] if len(streams) == 1 else list(heapq.merge(*streams))
-        return self._serve_bucket(team, waiting)
+        if children:
+            runs = [r for c in children for r in self.serve_subtree(c)]
+            return self._serve_bucket(team, runs)
+        order = self.pieces_of(team)
+        if self._caps_on_path(team):
+            return self._serve_bucket(team, [_Run(team, order.pieces, 0, order.pieces[0][1])])
+        # No cap can bind: the own bucket takes a prefix of the leaf's order.
+        served = min(self.index.bucket[team], order.cumulative[-1])
+        cut = bisect_right(order.cumulative, served)
+        if served:
+            self.by_leaf[team] = served
+        self.used[team] = served
+        if cut == len(order.pieces):
+            return []
+        return [_Run(team, order.pieces, cut, order.cumulative[cut] - served)]
 
-    def _serve_bucket(self, team: str, waiting: list[Piece]) -> list[Piece]:
-        """``team``'s bucket serves ``waiting`` in order, within the caps on each path."""
+    def _serve_bucket(self, team: str, runs: list[_Run]) -> list[_Run]:
+        """``team``'s bucket serves ``runs`` merged in order, within the caps on each path."""
         left = self.index.bucket[team]
-        rest: list[Piece] = []
-        for i, (key, leaf, milli) in enumerate(waiting):
-            if left == 0:
-                rest.extend(waiting[i:])
-                break
-            give = max(0, min(left, self._headroom(leaf, milli)))
-            if give > 0:
-                self._grant(leaf, give)
+        starts = [r.start for r in runs]
+        heads = [r.head for r in runs]
+        caps = [self._caps_on_path(r.leaf) for r in runs]
+        heap = [(r.pieces[r.start][0], r.leaf, i) for i, r in enumerate(runs)]
+        heapq.heapify(heap)
+        granted, by_leaf = self.granted, self.by_leaf
+        while heap and left > 0:
+            _key, leaf, i = heap[0]
+            self.pieces += 1
+            head = heads[i]
+            give = min(head, left)
+            if caps[i]:
+                for s, cap in caps[i]:
+                    give = min(give, cap - granted[s])
+                give = max(0, give)
+                for s, _cap in caps[i]:
+                    granted[s] += give
+            if give:
+                by_leaf[leaf] = by_leaf.get(leaf, 0) + give
                 left -= give
-            if milli > give:
-                rest.append((key, leaf, milli - give))
+            if give == head or left > 0:
+                # Served in full, or stopped by a cap: that cap stays full for
+                # every later piece of this leaf, so the whole run is done.
+                pieces = runs[i].pieces
+                starts[i] = start = starts[i] + 1 if give == head else len(pieces)
+                if start < len(pieces):
+                    heads[i] = pieces[start][1]
+                    heapq.heapreplace(heap, (pieces[start][0], leaf, i))
+                else:
+                    heapq.heappop(heap)
+            else:
+                heads[i] = head - give
         self.used[team] = self.index.bucket[team] - left
-        return rest
+        return [
+            _Run(r.leaf, r.pieces, starts[i], heads[i])
+            for i, r in enumerate(runs)
+            if starts[i] < len(r.pieces)
+        ]
 
-    def _headroom(self, leaf: str, milli: int) -> int:
-        """min(milli, least cap headroom on the leaf's path); the pool is handled later."""
-        room = milli
-        for slug in self.index.path[leaf][:-1]:
-            cap = self.index.cap[slug]
-            if cap is not None:
-                room = min(room, cap - self.granted[slug])
-        return room
-
-    def _grant(self, leaf: str, milli: int) -> None:
-        self.by_leaf[leaf] = self.by_leaf.get(leaf, 0) + milli
-        for slug in self.index.path[leaf][:-1]:
-            self.granted[slug] += milli
+    def _caps_on_path(self, leaf: str) -> tuple[tuple[str, int], ...]:
+        """(team, cap) on the leaf's path for the caps that could bind (usually none)."""
+        found = self.caps_of.get(leaf)
+        if found is None:
+            found = self.caps_of[leaf] = tuple(
+                (s, cap)
+                for s in self.index.path[leaf][:-1]
+                if self.flow.may_hit_cap[s] and (cap := self.index.cap[s]) is not None
+            )
+        return found
 
     def _grant_whole_subtree(self, team: str) -> None:
         """Everything in ``team``'s subtree is granted; bucket use as the totals say."""
@@ -158,12 +217,11 @@ class _ExactRun:
         while stack:
             slug = stack.pop()
             self.used[slug] = self.flow.used[slug]
-            self.granted[slug] = self.flow.demand[slug]
             children = self.index.children[slug]
             if not children and self.flow.demand[slug]:
                 self.by_leaf[slug] = self.flow.demand[slug]
             stack.extend(children)
-        for slug in self.index.path[team][1:-1]:
+        for slug in self.index.path[team][:-1]:
             self.granted[slug] += self.flow.demand[team]
 
 
@@ -176,11 +234,11 @@ def _trim_to_capacity(
     leaf's grant is a prefix of its own order, so the granted pieces are
     rebuilt from the sorted lists and merged.
     """
-    streams: list[list[Piece]] = []
+    streams: list[list[tuple[OrderKey, str, int]]] = []
     for leaf in sorted(by_leaf):
         left = by_leaf[leaf]
-        stream: list[Piece] = []
-        for key, milli in pieces_of(leaf):
+        stream: list[tuple[OrderKey, str, int]] = []
+        for key, milli in pieces_of(leaf).pieces:
             if left <= 0:
                 break
             stream.append((key, leaf, min(milli, left)))

@@ -96,7 +96,10 @@ class Naive:
     Written independently of the engine, from SPEC 4's words, to check it.
     """
 
-    def __init__(self, tree: OrgTree, capacity: int, items: Sequence[DemandItem]) -> None:
+    def __init__(
+        self, tree: OrgTree, capacity: int, items: Sequence[DemandItem], pool: str = POOL
+    ) -> None:
+        self.pool = pool
         self.tree = tree
         self.capacity = capacity
         self.items = sorted(items, key=lambda i: (-i.priority, i.submitted_at, i.workload_id))
@@ -129,7 +132,7 @@ class Naive:
         return out
 
     def room(self, team: str | None, sums: dict[str | None, Milli]) -> Milli | None:
-        cap = self.capacity if team is None else self.tree.cap(team, POOL)
+        cap = self.capacity if team is None else self.tree.cap(team, self.pool)
         return None if cap is None else cap - sums[team]
 
     def path(self, team: str) -> list[str | None]:
@@ -138,7 +141,7 @@ class Naive:
     # -- the steps ---------------------------------------------------------------
     def run(self) -> dict[str, Milli]:
         bottom_up = sorted(self.tree.teams, key=lambda t: (-self.tree.depth(t), t))
-        left = {t: Fraction(max(0, self.tree.bucket(t, POOL))) for t in bottom_up}
+        left = {t: Fraction(max(0, self.tree.bucket(t, self.pool))) for t in bottom_up}
         for team in bottom_up:
             left[team] = self.serve_reserved(team, left[team])
         self.trim_reserved()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from pathlib import Path
+from types import ModuleType
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,7 +17,7 @@ from apportion.domain.org import OrgTree, Team, build_tree
 from apportion.engine.fairshare import DemandBook, DemandItem, Entitlements, entitlements
 
 POOL = "p"
-SETTINGS = settings(max_examples=150, deadline=None)
+SETTINGS = settings(max_examples=100, deadline=None)
 
 
 @dataclass(frozen=True)
@@ -160,3 +163,23 @@ def test_demand_book_updates_match_a_fresh_computation(world: World, data: st.Da
         book.entitlements(world.capacity)  # exercise the caches in between
     fresh = entitlements(world.tree, POOL, world.capacity, kept)
     assert book.entitlements(world.capacity).by_team == fresh.by_team
+
+
+def load_bench() -> ModuleType:
+    """bench/fairshare.py, whose naive per-workload implementation is the reference."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "fairshare.py"
+    spec = importlib.util.spec_from_file_location("bench_fairshare", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+NAIVE = load_bench().Naive
+
+
+@SETTINGS
+@given(worlds(valid=False) | worlds())
+def test_agrees_with_the_naive_reference(world: World) -> None:
+    naive = NAIVE(world.tree, world.capacity, world.demand, pool=POOL).run()
+    assert naive == dict(compute(world).by_team)

@@ -10,6 +10,7 @@ import typer
 
 from apportion import __version__
 from apportion.cli import (
+    agent_cmd,
     completion_cmd,
     login_cmd,
     pools_cmd,
@@ -20,6 +21,7 @@ from apportion.cli import (
     teams_cmd,
     tokens_cmd,
     top_cmd,
+    up_cmd,
     workloads_cmd,
 )
 
@@ -33,6 +35,8 @@ app = typer.Typer(
 )
 simulate_cmd.register(app)
 server_cmd.register(app)
+agent_cmd.register(app)
+up_cmd.register(app)
 for group in (login_cmd, submit_cmd, workloads_cmd, teams_cmd, reservations_cmd, pools_cmd,
               tokens_cmd, top_cmd, completion_cmd):
     group.register(app)

@@ -1,0 +1,86 @@
+"""``apportion up`` end to end: a subprocess on a free port, polled through the API
+until workloads run and a preemption has happened, then stopped with Ctrl-C."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from apportion.client import ApportionClient
+
+ENTRY = "from apportion.cli.main import main; main()"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _read_banner(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """URL and admin token from the banner (stdout read by a thread, bounded wait)."""
+    lines: list[str] = []
+    assert proc.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
+    reader.start()
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        text = "".join(list(lines))
+        url = re.search(r"URL\s+(http://\S+)", text)
+        token = re.search(r"admin token\s+(apt_\S+)", text)
+        if url and token:
+            return url.group(1), token.group(1)
+        time.sleep(0.05)
+    raise AssertionError(f"no banner within {timeout} s: {''.join(lines)!r}")
+
+
+def _count(client: ApportionClient, status: str) -> int:
+    return client.list_workloads(status=status, limit=1).total_count or 0
+
+
+def test_up_runs_workloads_preempts_and_stops_cleanly(tmp_path: Path) -> None:
+    port = _free_port()
+    stderr = (tmp_path / "stderr.txt").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ENTRY, "up", "--port", str(port), "--duration", "90",
+         "--speed", "20", "--data-dir", str(tmp_path / "up"), "--quiet"],
+        stdout=subprocess.PIPE, stderr=stderr, text=True,
+    )
+    try:
+        url, token = _read_banner(proc, timeout=30)
+        assert url == f"http://127.0.0.1:{port}"
+        with ApportionClient(url, token, timeout=10) as client:
+            end = time.monotonic() + 45
+            while time.monotonic() < end:
+                if _count(client, "Running") and _count(client, "Preempted"):
+                    break
+                time.sleep(0.25)
+            assert _count(client, "Running") > 0
+            assert _count(client, "Preempted") > 0
+            pool = client.get_pool("demo")
+            assert pool["capacity"] == 128 and pool["agent"]["status"] == "connected"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        stderr.close()
+    assert (tmp_path / "up" / "apportion.db").exists()  # --data-dir is kept
+
+
+def test_up_stops_by_itself_after_its_duration(tmp_path: Path) -> None:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY, "up", "--port", "0", "--duration", "4", "--no-demo"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "admin token" in done.stdout
+    assert time.monotonic() - started < 40

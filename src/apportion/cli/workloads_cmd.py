@@ -106,6 +106,8 @@ def list_workloads(
         if team is None and not all_:
             teams = list(_my_teams(client) or [None])
         filters = {"status": statuses, "class_": wclass, "pool": pool}
+        # The cursor comes first, so no change between listing and following is lost.
+        after = client.latest_event_id() if watch else None
         found: dict[int, dict[str, Any]] = {}
         for t in teams:
             for w in paginate(client.list_workloads, team=t, **filters):
@@ -116,7 +118,7 @@ def list_workloads(
         emit(rows, fmt, COLUMNS, has_headers=not no_headers)
         if watch:
             _watch(client, fmt, lambda w: _matches(w, teams, statuses, wclass, pool, client),
-                   timeout, None)
+                   timeout, None, after=after)
 
 
 def _matches(w: dict[str, Any], teams: list[str | None], statuses: list[str] | None,

@@ -1,0 +1,160 @@
+"""submit, workloads list/get/cancel/events/why/logs and -w, against the live server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.cli.conftest import Org, seed_org, submit, wait_for
+
+
+def test_submit_flags_build_the_api_body(org: Org) -> None:
+    seed_org(org)
+    out = org.ok("submit", "train", "--team", "nlp", "--gpus", "0.5", "--pods", "4",
+                 "--min-pods", "2", "--priority", "75", "--topology", "rack",
+                 "--topology-mode", "preferred", "--gpu-type", "h100", "--requeue",
+                 "--duration", "1h", "-e", "A=1", "-l", "exp=7", "--", "python", "train.py",
+                 "--lr", "3")
+    assert "submitted to team nlp: Pending" in out
+    w = org.admin.list_workloads(name="train").items[0]
+    spec = w["spec"]
+    assert (spec["gpus"], spec["pods"], spec["min_pods"], spec["priority"]) == (0.5, 4, 2, 75)
+    assert spec["topology"] == {"level": "rack", "mode": "preferred"}
+    assert spec["requeue_on_preemption"] is True and spec["duration"] == 3600
+    assert spec["command"] == ["python", "train.py", "--lr", "3"]
+    assert spec["env"] == {"A": "1"} and spec["labels"] == {"exp": "7"}
+    assert w["submitted_by"].endswith("-admin")
+
+
+def test_submit_gpu_memory_file_and_default_team(org: Org, tmp_path: Path) -> None:
+    seed_org(org)
+    org.ok("config", "set", "default_team", "vision")
+    out = json.loads(org.ok("submit", "mem", "--gpu-memory", "20Gi", "-o", "json"))
+    assert out["spec"]["gpu_memory_mib"] == 20480 and out["team"] == "vision"
+    spec_file = tmp_path / "w.yaml"
+    spec_file.write_text(yaml.safe_dump({"name": "from-file", "team": "nlp", "gpus": 1,
+                                         "class": "reserved", "priority": 200}))
+    out = yaml.safe_load(org.ok("submit", "-f", str(spec_file), "--priority", "300",
+                                "-o", "yaml"))
+    assert (out["name"], out["class"], out["priority"]) == ("from-file", "reserved", 300)
+
+
+def test_submit_refused_by_server_is_one_line_exit_1(org: Org) -> None:
+    seed_org(org)
+    bad = org.cli("submit", "x", "--team", "nlp", "--gpus", "0.3")
+    assert bad.exit_code == 1
+    assert bad.stderr.count("\n") == 1 and "0.25, 0.5, 0.75" in bad.stderr
+    parent = org.cli("submit", "x", "--team", "research", "--gpus", "1")
+    assert parent.exit_code == 1 and "leaf teams only" in parent.stderr
+
+
+def test_dry_run_names_pool_start_and_victims(org: Org) -> None:
+    agent = seed_org(org)
+    sweep = submit(org, "sweep", "vision", 4, priority=10)
+    org.run(agent, sweep)
+    fill = submit(org, "fill", "nlp", 4, priority=10)
+    org.run(agent, fill)
+    out = org.ok("submit", "urgent", "--team", "production", "--gpus", "2", "--class",
+                 "reserved", "--dry-run")
+    assert "pool:       main" in out and "victims:    1" in out
+    assert "sweep (team vision, elastic, priority 10, Running): 4 GPUs" in out
+    dry = json.loads(org.ok("submit", "urgent", "--team", "production", "--gpus", "2",
+                            "--class", "reserved", "--dry-run", "-o", "json"))
+    assert dry["victims"][0]["workload_id"] == sweep
+    assert org.admin.list_workloads(name="urgent").items == []  # nothing submitted
+
+
+def test_list_defaults_filters_and_formats(org: Org) -> None:
+    agent = seed_org(org)
+    a = submit(org, "a", "nlp", 1)
+    b = submit(org, "b", "vision", 0.5, pods=2)
+    c = submit(org, "c", "production", 1)
+    org.run(agent, a)
+    org.admin.cancel_workload(c)
+    member = org.token("nina", "member", teams=["vision"])
+
+    rows = org.ok("workloads", "list").splitlines()
+    assert rows[0].split() == ["ID", "NAME", "TEAM", "CLASS", "PRIORITY", "GPUS", "STATUS",
+                               "POOL", "REASON"]
+    assert [r.split()[1] for r in rows[1:]] == ["a", "b"]  # c finished
+    assert [r.split()[1] for r in org.ok("workloads", "list", "-A").splitlines()[1:]] == \
+        ["a", "b", "c"]
+    assert org.ok("workloads", "list", "--team", "research", "--no-headers").split("\n")[0] \
+        .split()[1] == "a"
+    assert [r.split()[1] for r in org.ok("workloads", "list", "-A", "--status",
+                                         "Cancelled").splitlines()[1:]] == ["c"]
+    assert len(org.ok("workloads", "list", "-A", "--limit", "1").splitlines()) == 2
+    wide = org.ok("workloads", "list", "-o", "wide").splitlines()[0].split()
+    assert wide[-6:] == ["PODS", "ATTEMPT", "NODES", "SUBMITTED-BY", "SUBMITTED", "REASON"]
+    mine = org.ok("workloads", "list", token=member).splitlines()
+    assert [r.split()[1] for r in mine[1:]] == ["b"]  # a member's default: its teams
+    as_json = json.loads(org.ok("workloads", "list", "-A", "-o", "json"))
+    assert as_json == [org.admin.get_workload(i) for i in (a, b, c)]  # objects unchanged
+    assert yaml.safe_load(org.ok("workloads", "get", str(b), "-o", "yaml")) == \
+        org.admin.get_workload(b)
+
+
+def test_get_cancel_events_why_logs(org: Org) -> None:
+    agent = seed_org(org)
+    job = submit(org, "job", "nlp", 1)
+    org.run(agent, job)
+    assert org.ok("workloads", "get", "job").splitlines()[1].split()[6] == "Running"
+    why = org.ok("workloads", "why", "job")
+    assert "Running in pool main" in why and "fair share" in why
+    assert "nlp        main   3" in why and "research" in why
+    events = org.ok("workloads", "events", str(job)).splitlines()
+    assert [line.split()[4] for line in events[1:]] == ["Pending", "Queued", "Starting",
+                                                        "Running"]
+    assert "admitted and placed" in org.ok("workloads", "logs", "job")
+    assert "cancelled" in org.ok("workloads", "cancel", "job", "-m", "done with it")
+    again = org.cli("workloads", "cancel", str(job))
+    assert again.exit_code == 1 and "already" in again.stderr
+    missing = org.cli("workloads", "get", "nope")
+    assert missing.exit_code == 1 and "no workload named 'nope'" in missing.stderr
+
+
+def test_why_a_workload_waits(org: Org) -> None:
+    agent = seed_org(org)
+    big = submit(org, "big", "nlp", 4, **{"class": "reserved"})
+    org.run(agent, big)
+    waiting = submit(org, "toolarge", "production", 4, priority=10)
+    reason = wait_for(lambda: org.admin.get_workload(waiting)["reason"], 10, "a reason")
+    why = org.ok("workloads", "why", "toolarge")
+    assert f"reason: {reason['code']}: {reason['message']}" in why
+    as_json = json.loads(org.ok("workloads", "why", "toolarge", "-o", "json"))
+    assert as_json["why"]["reason"]["code"] == reason["code"]
+    assert {r["team"] for r in as_json["fair_share"]} == {"production"}
+
+
+def spawn(org: Org, *args: str) -> subprocess.Popen[str]:
+    """``apportion ARGS`` in a separate process, as a user runs it."""
+    code = "from apportion.cli.main import main; main()"
+    return subprocess.Popen([sys.executable, "-c", code, *args], env={**os.environ, **org.env()},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_watch_get_until_finished_and_list_sees_a_preemption(org: Org) -> None:
+    agent = seed_org(org)
+    victim = submit(org, "victim", "vision", 4, priority=10)
+    org.run(agent, victim)
+    other = submit(org, "other", "nlp", 4, priority=10)
+    org.run(agent, other)
+    watch_list = spawn(org, "workloads", "list", "-w", "--timeout", "3")
+    watch_get = spawn(org, "workloads", "get", "victim", "-w", "--timeout", "6")
+    for proc, lines in ((watch_list, 3), (watch_get, 2)):  # first tables are out
+        for _ in range(lines):
+            assert proc.stdout is not None and proc.stdout.readline()
+    org.ok("submit", "prod", "--team", "production", "--gpus", "2", "--class", "reserved")
+    got, _ = watch_get.communicate(timeout=20)
+    listed, _ = watch_list.communicate(timeout=20)
+    assert watch_get.returncode == 0 and watch_list.returncode == 0
+    rows = [line.split() for line in got.splitlines()]
+    assert rows[-1][6] == "Preempted"  # it stops when the workload has finished
+    changes = [(r[1], r[6]) for r in (line.split() for line in listed.splitlines())]
+    assert ("victim", "Preempted") in changes
+    assert {s for n, s in changes if n == "prod"} & {"Pending", "Queued", "Starting"}

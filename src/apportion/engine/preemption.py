@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 
 from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.domain.workload import Placement, TopologyMode
 from apportion.engine.placement import PlacementRequest, PlacementResult
+from apportion.engine.victim_order import Verdict, VictimQueue
 from apportion.engine.working import PoolState, WorkingState, owner_of
 
 NOMINATION, STARTING, RUNNING = 0, 1, 2
@@ -79,14 +79,19 @@ class VictimSearch:
         self.need = self.pods * ps.charge(w)
         self.examined = 0
         self._lca: dict[str, tuple[str, str]] = {}
+        self._teams: list[str] | None = None
+        self._removable_total = 0
+        self._removable_within: dict[str, int] = {}
 
     # -- candidates ------------------------------------------------------------
     def candidates(self) -> list[WorkloadState]:
         """Everything 6.4 may allow (the dynamic cross-team test comes later)."""
         w = self.w
         out: list[WorkloadState] = []
-        for v in self.ws.workloads.values():
-            if v.id == w.id or v.pool != self.ps.pool.name or v.status.is_terminal:
+        workloads = self.ws.workloads
+        for vid in self._candidate_ids():
+            v = workloads[vid]
+            if v.id == w.id or v.status.is_terminal:
                 continue
             if v.status.is_placed:
                 if self.for_hold or self._may_displace(v):
@@ -98,6 +103,86 @@ class VictimSearch:
                 out.append(v)
         return out
 
+    def _candidate_ids(self) -> list[int]:
+        """Ids worth looking at: all users of the pool, or, for elastic W, only
+        those of teams that could ever pass 6.4 in this search."""
+        if self.for_hold or self.w.spec.is_reserved:
+            return sorted(self.ps.users)
+        ids: list[int] = []
+        for team in self._reachable_teams():
+            ids.extend(self.ps.team_users.get(team, ()))
+        return sorted(ids)
+
+    def _viable(self) -> bool:
+        """Cheap necessary conditions (O(depth x siblings)) before any candidate
+        is looked at: enough capacity and quota even if every workload that
+        could ever be a victim were gone."""
+        ps, led, w = self.ps, self.ps.ledger, self.w
+        free = ps.cluster.free_milli(owner_of(w), allow_exiting=True)
+        path = self.ws.tree.path(w.team)
+        if w.spec.is_reserved:
+            nominated = self._reserved_nominated()
+            removable = nominated + sum(led.elastic_usage(t) for t in self.ws.tree.top_level())
+            within = {a: led.elastic_usage(a) + nominated for a in path}
+            if not led.reserved_fits(w.team, self.need) and nominated == 0:
+                return False
+        else:
+            self._reachable_teams()
+            removable, within = self._removable_total, self._removable_within
+        if free + removable < self.need:
+            return False
+        for a in path:
+            cap = led.cap(a)
+            if cap is not None and led.usage(a) - within.get(a, 0) + self.need > cap:
+                return False
+        return True
+
+    def _reserved_nominated(self) -> int:
+        """Milli of reserved nominations W outranks in its top-level subtree
+        (the only victims that can free bucket room for reserved W)."""
+        top = self.ws.tree.path(self.w.team)[-1]
+        total = 0
+        for leaf in self.ws.leaves_under(top):
+            for vid in self.ps.team_users.get(leaf, ()):
+                v = self.ws.workloads[vid]
+                if v.status is Status.QUEUED and v.spec.is_reserved and outranks(self.w, v):
+                    total += self.ps.users.get(vid, 0)
+        return total
+
+    def _reachable_teams(self) -> list[str]:
+        """W's own team and the leaves of sibling subtrees c_V on W's path that
+        could pass 6.4 at some point of the search.
+
+        ``excess(c_V)`` only falls while victims are removed, so c_V needs
+        ``excess(c_V) > 0`` now, and ``excess(c_W)`` (W added) can fall at most
+        by the elastic work that could be taken inside c_W's subtree.
+        """
+        if self._teams is not None:
+            return self._teams
+        ps, tree = self.ps, self.ws.tree
+        teams = [self.w.team]
+        removable = ps.ledger.elastic_usage(self.w.team)
+        within: dict[str, int] = {}
+        c_w: str = self.w.team
+        for parent in (*tree.path(self.w.team)[1:], None):
+            within[c_w] = removable
+            siblings = tree.children(parent) if parent is not None else tree.top_level()
+            floor_w = ps.excess(c_w) + self.need - removable
+            added = 0
+            for sib in siblings:
+                if sib == c_w:
+                    continue
+                ex_v = ps.excess(sib)
+                if ex_v > 0 and floor_w < ex_v:
+                    teams.extend(self.ws.leaves_under(sib))
+                    added += ps.ledger.elastic_usage(sib)
+            removable += added
+            if parent is None:
+                break
+            c_w = parent
+        self._teams, self._removable_total, self._removable_within = teams, removable, within
+        return teams
+
     def _may_displace(self, v: WorkloadState) -> bool:
         if v.spec.is_reserved:
             return False
@@ -107,14 +192,20 @@ class VictimSearch:
 
     def passes(self, v: WorkloadState) -> bool:
         """SPEC 6.4's test for ``v`` in the working state at this moment."""
+        return self.verdict(v) is Verdict.PASS
+
+    def verdict(self, v: WorkloadState) -> Verdict:
+        """6.4's test, telling "not now" from "never again in this search"."""
         w = self.w
         if self.for_hold or w.spec.is_reserved or v.team == w.team:
-            return True
+            return Verdict.PASS
         if v.spec.is_reserved:  # a reserved nomination, taken by rank alone
-            return True
+            return Verdict.PASS
         c_w, c_v = self._lca_children(v.team)
         before = self.ps.excess(c_v)
-        return before > 0 and self.ps.excess(c_w) < before
+        if before <= 0:
+            return Verdict.FAIL_FOREVER
+        return Verdict.PASS if self.ps.excess(c_w) < before else Verdict.FAIL_NOW
 
     def _lca_children(self, team: str) -> tuple[str, str]:
         pair = self._lca.get(team)
@@ -125,24 +216,14 @@ class VictimSearch:
     # -- trial changes -----------------------------------------------------------
     def remove(self, v: WorkloadState) -> int:
         """Take ``v`` out of the working state (undoable); returns milli freed."""
-        cluster = self.ps.cluster
-        if v.status.is_placed:
-            self.ws.uncount(self.ps, v)
-            cluster.vacate(owner_of(v))
-            return v.placed_milli
         self.ws.uncount(self.ps, v)
-        cluster.unclaim(owner_of(v))
-        return v.nominated_milli
+        self._devices_out(v)
+        return self._milli(v)
 
     def restore(self, v: WorkloadState) -> None:
-        cluster = self.ps.cluster
-        if v.status.is_placed:
-            cluster.occupy(owner_of(v), v.placement)
-            self.ws.count(self.ps, v, v.placed_milli)
-        else:
-            cluster.claim(owner_of(v), v.nomination)
-            if not v.is_hold:
-                self.ws.count(self.ps, v, v.nominated_milli)
+        """Put ``v`` back into the working state (undoable)."""
+        self._devices_back(v)
+        self.ws.count(self.ps, v, self._milli(v))
 
     def quota_ok(self) -> bool:
         """Quota with W counted and the current victims removed (SPEC 6 step 3.1)."""
@@ -163,6 +244,8 @@ class VictimSearch:
     # -- the search --------------------------------------------------------------
     def run(self) -> VictimSet | None:
         """Cheapest victim set over the candidate domains, or None."""
+        if not self.for_hold and not self._viable():
+            return None
         cands = self.candidates()
         topo = self.w.spec.topology
         domains: list[tuple[str, str] | None] = [None]
@@ -190,17 +273,17 @@ class VictimSearch:
         start = ws.checkpoint()
         if not self.for_hold:
             ws.count(self.ps, self.w, self.need)
-        base = ws.checkpoint()
         free = self.ps.cluster.free_milli(owner_of(self.w), allow_exiting=True)
+        if not self._could_fit(cands, free):
+            ws.rollback(start)
+            ws.release(start)
+            return None
         chosen, free = self._greedy(cands, dom, free)
         if chosen is None:
             ws.rollback(start)
             ws.release(start)
             return None
-        chosen = self._prune(chosen, dom, free, base)
-        ws.rollback(base)
-        for v in chosen:
-            self.remove(v)
+        chosen = self._prune(chosen, dom, free)
         res = self.ps.cluster.place(self.req, domain=dom, allow_exiting=True)
         ws.rollback(start)
         ws.release(start)
@@ -214,74 +297,123 @@ class VictimSearch:
     def _greedy(
         self, cands: list[WorkloadState], dom: tuple[str, str] | None, free: int
     ) -> tuple[list[WorkloadState] | None, int]:
-        groups: dict[tuple[int, str], list[WorkloadState]] = {}
-        for v in cands:
-            groups.setdefault((state_rank(v), v.team), []).append(v)
-        for queue in groups.values():  # popped from the end: cheapest last
-            queue.sort(key=lambda v: (v.spec.priority, -(v.started_at or 0), v.id), reverse=True)
+        queue = VictimQueue(cands, state_rank, self.ps.excess, self.verdict)
         chosen: list[WorkloadState] = []
-        while self.fit(dom, free) is None:
-            pick = self._pick(groups)
-            if pick is None:
-                return None, free
-            free += self.remove(pick)
-            chosen.append(pick)
-        return chosen, free
+        try:
+            while self.fit(dom, free) is None:
+                pick = queue.pick()
+                if pick is None:
+                    return None, free
+                free += self.remove(pick)
+                chosen.append(pick)
+            return chosen, free
+        finally:
+            self.examined += queue.examined
 
-    def _pick(self, groups: dict[tuple[int, str], list[WorkloadState]]) -> WorkloadState | None:
-        """The first candidate, in 6.5's order, that passes 6.4 right now."""
-        heads: list[tuple[tuple[int, int, int, Fraction, int, int], tuple[int, str]]] = []
-        for key, queue in groups.items():
-            if not queue:
-                continue
-            v = queue[-1]
-            ex = self.ps.excess(v.team)
-            order = (key[0], 0 if ex > 0 else 1, v.spec.priority, -ex, -(v.started_at or 0), v.id)
-            heads.append((order, key))
-        heads.sort()
-        for _order, key in heads:
-            self.examined += 1
-            v = groups[key][-1]
-            # The 6.4 test depends on the team only: if the head fails, so does the rest.
-            if self.passes(v):
-                return groups[key].pop()
-        return None
+    def _could_fit(self, cands: list[WorkloadState], free: int) -> bool:
+        """Necessary conditions, cheap: enough milli and quota with every
+        candidate gone. A search that fails them would take them all and fail."""
+        counted = [(v, self.ps.users.get(v.id, 0)) for v in cands]
+        if free + sum(milli for _v, milli in counted) < self.need:
+            return False
+        led = self.ps.ledger
+        for v, milli in counted:
+            if milli:
+                led.remove(v.team, v.spec.is_reserved, milli)
+        ok = self.quota_ok()
+        for v, milli in counted:
+            if milli:
+                led.add(v.team, v.spec.is_reserved, milli)
+        return ok
 
     def _prune(
         self, chosen: list[WorkloadState], dom: tuple[str, str] | None, free: int,
-        base: tuple[int, dict[str, int]],
     ) -> list[WorkloadState]:
-        """One reverse pass: drop a victim if W still fits and every test holds."""
+        """One reverse pass: drop a victim if W still fits and every test holds.
+
+        On entry and exit every kept victim is removed from the working state.
+        """
         needs_order = not (self.for_hold or self.w.spec.is_reserved) and any(
             v.team != self.w.team for v in chosen
         )
         kept = list(chosen)
         for v in reversed(chosen):
-            milli = v.placed_milli if v.status.is_placed else v.nominated_milli
-            if needs_order:
-                trial = [c for c in kept if c is not v]
-                if self._valid(trial, dom, base):
-                    kept = trial
-                continue
-            self.restore(v)
-            if self.fit(dom, free - milli) is not None:
-                kept.remove(v)
-                free -= milli
+            milli = self._milli(v)
+            if free - milli < self.need:
+                continue  # not enough capacity without it: it stays
+            if needs_order and self._affects_later(v, kept):
+                spared = self._spare_in_order(v, kept, dom, free - milli)
             else:
-                self.remove(v)
+                spared = self._spare(v, dom, free - milli)
+            if spared:
+                kept = [c for c in kept if c is not v]
+                free -= milli
         return kept
 
-    def _valid(
-        self, trial: list[WorkloadState], dom: tuple[str, str] | None,
-        base: tuple[int, dict[str, int]],
+    def _affects_later(self, v: WorkloadState, kept: list[WorkloadState]) -> bool:
+        """Could sparing ``v`` break the 6.4 test of a victim chosen after it?
+
+        Keeping ``v`` raises the excess of ``v``'s team and its ancestors.
+        That only hurts a later cross-team victim whose c_W contains ``v``'s
+        team (it raises excess(c_W)); a higher excess(c_V) only helps.
+        """
+        path = self.ws.tree.path(v.team)
+        pos = next(i for i, c in enumerate(kept) if c is v)
+        for c in kept[pos + 1:]:
+            if c.team == self.w.team or c.spec.is_reserved:
+                continue
+            if self._lca_children(c.team)[0] in path:
+                return True
+        return False
+
+    def _spare(self, v: WorkloadState, dom: tuple[str, str] | None, free: int) -> bool:
+        """Put ``v`` back; keep it back if W still fits, else take it out again."""
+        self.restore(v)
+        if self.fit(dom, free) is not None:
+            return True
+        self.remove(v)
+        return False
+
+    def _spare_in_order(
+        self, v: WorkloadState, kept: list[WorkloadState], dom: tuple[str, str] | None,
+        free: int,
     ) -> bool:
-        self.ws.rollback(base)
-        free = self.ps.cluster.free_milli(owner_of(self.w), allow_exiting=True)
-        for v in trial:
-            if not self.passes(v):
-                return False
-            free += self.remove(v)
-        return self.fit(dom, free) is not None
+        """Like :meth:`_spare`, and every other victim must still pass 6.4 in the
+        order it was chosen. The order is replayed on the ledger alone (cheap);
+        only ``v`` moves on the devices."""
+        ws, ps = self.ws, self.ps
+        for c in kept:
+            ws.count(ps, c, self._milli(c))
+        ok = True
+        for c in kept:
+            if c is v:
+                continue
+            ok = ok and self.passes(c)
+            ws.uncount(ps, c)
+        if ok:
+            self._devices_back(v)
+            ok = self.fit(dom, free) is not None
+            if not ok:
+                self._devices_out(v)
+        if not ok:
+            ws.uncount(ps, v)
+        return ok
+
+    @staticmethod
+    def _milli(v: WorkloadState) -> int:
+        return v.placed_milli if v.status.is_placed else v.nominated_milli
+
+    def _devices_back(self, v: WorkloadState) -> None:
+        if v.status.is_placed:
+            self.ps.cluster.occupy(owner_of(v), v.placement)
+        else:
+            self.ps.cluster.claim(owner_of(v), v.nomination)
+
+    def _devices_out(self, v: WorkloadState) -> None:
+        if v.status.is_placed:
+            self.ps.cluster.vacate(owner_of(v))
+        else:
+            self.ps.cluster.unclaim(owner_of(v))
 
     def _cost(self, chosen: list[WorkloadState], domain: str) -> tuple[int, int, int, int, str]:
         running = sum(v.placed_milli for v in chosen if v.status is Status.RUNNING)

@@ -35,6 +35,8 @@ class PoolState:
     entitlements: Entitlements | None = None
     #: Workload ids whose usage is counted here (placed or nominated), by id.
     users: dict[int, int] = field(default_factory=dict)
+    #: The same ids by leaf team, for victim searches that look at a few teams.
+    team_users: dict[str, set[int]] = field(default_factory=dict)
     node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
     schedulable: frozenset[str] = frozenset()
 
@@ -85,6 +87,7 @@ class WorkingState:
             )
         self._undo: list[tuple[str, PoolState, int, bool, int]] = []
         self._never: dict[tuple[int, str], bool] = {}
+        self._leaves: dict[str, tuple[str, ...]] = {}
         self._load(snapshot)
 
     def _load(self, snapshot: Snapshot) -> None:
@@ -109,11 +112,13 @@ class WorkingState:
         """Count ``milli`` of usage for ``w`` in ``ps`` (undoable)."""
         ps.ledger.add(w.team, w.spec.is_reserved, milli)
         ps.users[w.id] = ps.users.get(w.id, 0) + milli
+        ps.team_users.setdefault(w.team, set()).add(w.id)
         self._undo.append(("count", ps, w.id, w.spec.is_reserved, milli))
 
     def uncount(self, ps: PoolState, w: WorkloadState) -> int:
         """Remove all usage of ``w`` in ``ps`` (undoable); returns what was removed."""
         milli = ps.users.pop(w.id, 0)
+        ps.team_users.get(w.team, set()).discard(w.id)
         if milli:
             ps.ledger.remove(w.team, w.spec.is_reserved, milli)
             self._undo.append(("uncount", ps, w.id, w.spec.is_reserved, milli))
@@ -135,9 +140,11 @@ class WorkingState:
                     ps.users[wid] = left
                 else:
                     ps.users.pop(wid, None)
+                    ps.team_users.get(team, set()).discard(wid)
             else:
                 ps.ledger.add(team, is_reserved, milli)
                 ps.users[wid] = ps.users.get(wid, 0) + milli
+                ps.team_users.setdefault(team, set()).add(wid)
         for name, tok in clusters.items():
             self.pools[name].cluster.rollback(tok)
 
@@ -204,6 +211,17 @@ class WorkingState:
         if smallest is not None and min_size > smallest.cap:
             return True
         return ps.cluster.can_ever_place(ps.request(w, w.spec.min_pods)) is not None
+
+    def leaves_under(self, team: str) -> tuple[str, ...]:
+        """Leaf teams in ``team``'s subtree (itself if a leaf), cached."""
+        got = self._leaves.get(team)
+        if got is None:
+            kids = self.tree.children(team)
+            got = (team,) if not kids else tuple(
+                leaf for kid in kids for leaf in self.leaves_under(kid)
+            )
+            self._leaves[team] = got
+        return got
 
     def placed_in(self, pool: str) -> Iterable[WorkloadState]:
         """Workloads whose usage is counted in ``pool`` right now, by id."""

@@ -188,7 +188,7 @@ def preemption_case() -> tuple[float, int, dict[str, int]]:
     states = []
     rng = random.Random(3)
     wid = 0
-    for i, node in enumerate(nodes):
+    for i in range(len(nodes)):
         team = "burst-a" if i % 2 else "burst-b"
         sizes = [8] if rng.random() < 0.6 else [4, 2, 1, 1]
         for gpus in sizes:
@@ -201,7 +201,6 @@ def preemption_case() -> tuple[float, int, dict[str, int]]:
             w = transition(submitted(wid, spec, 0), Status.QUEUED, 0, pool=POOL)
             w = transition(w, Status.STARTING, 0, placement=res.pods)
             states.append(transition(w, Status.RUNNING, 0))
-    del node
     gang = make_spec(name="gang", team="owner", wclass="reserved", gpus=8, pods=125)
     states.append(submitted(wid + 1, gang, 10))
     snap = Snapshot(10, tree, {POOL: pool}, tuple(nodes), tuple(states))

@@ -1,0 +1,64 @@
+"""Golden table layouts: the tour's organization in a state that no longer changes,
+on its own server (so workload ids are fixed). Rewrite with UPDATE_GOLDEN=1."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import Org, live_server, new_org, seed_org, submit, wait_for
+
+GOLDEN = Path(__file__).parent / "golden"
+TIMES = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+@pytest.fixture(scope="module")
+def tour(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Org]:
+    tmp = tmp_path_factory.mktemp("golden")
+    with live_server(tmp) as url, new_org(url, tmp) as org:
+        agent = seed_org(org)
+        sweep = submit(org, "sweep", "vision", 0.5, pods=3, priority=40)
+        org.run(agent, sweep)
+        train = submit(org, "train", "nlp", 2, **{"class": "reserved"})
+        org.run(agent, train)
+        serve = submit(org, "serve", "production", 1, **{"class": "reserved"})
+        org.run(agent, serve)
+        submit(org, "huge", "production", 8, priority=20)
+        wait_for(lambda: org.admin.list_workloads(name="huge").items[0]["reason"], 10,
+                 "huge waits with a reason")
+        wait_for(lambda: _settled(org), 10, "entitlements that no longer change")
+        yield org
+
+
+def _settled(org: Org) -> bool:
+    before = org.admin.team_capacity()
+    time.sleep(0.5)  # a few scheduling cycles (0.2 s apart)
+    return before == org.admin.team_capacity() and all(
+        r.get("entitlement") is not None for r in before)
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("teams_tree", ["teams", "tree"]),
+    ("teams_tree_wide", ["teams", "tree", "-o", "wide"]),
+    ("workloads_list", ["workloads", "list"]),
+    ("workloads_list_wide", ["workloads", "list", "-o", "wide"]),
+    ("pools_show", ["pools", "show", "main"]),
+    ("pools_list", ["pools", "list"]),
+    ("nodes_list", ["nodes", "list", "-o", "wide"]),
+    ("reservations_list", ["reservations", "list"]),
+    ("top", ["top", "--once"]),
+])
+def test_table_layout(tour: Org, name: str, args: list[str]) -> None:
+    result = tour.cli(*args)
+    assert result.exit_code == 0, result.stderr
+    text = TIMES.sub("<time>", result.stdout)
+    text = text.replace(tour.admin.token_self()["name"], "<admin>")
+    path = GOLDEN / f"{name}.txt"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8")

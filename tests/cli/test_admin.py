@@ -62,7 +62,7 @@ def test_tokens_create_list_revoke_and_roles(org: Org) -> None:
     assert secret.startswith("apt_")
     token_id = secret.split("_")[1]
     listed = [r.split() for r in org.ok("tokens", "list").splitlines()]
-    assert ["dana", "member", "nlp"] == next(r[1:4] for r in listed if r[0] == token_id)
+    assert next(r[1:4] for r in listed if r[0] == token_id) == ["dana", "member", "nlp"]
     denied = org.cli("teams", "create", "x", token=secret)
     assert denied.exit_code == 1 and "member" in denied.stderr
     assert "revoked" in org.ok("tokens", "revoke", token_id)

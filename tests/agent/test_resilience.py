@@ -70,3 +70,29 @@ def test_outage_runs_keep_running_and_outcomes_arrive_after_recovery(
     assert cluster.status(longer) == "Running"
     cluster.wait_status(longer, "Completed", timeout=15)
     assert sim.started == [f"w{done}-a1", f"w{longer}-a1"]
+
+
+def test_agent_with_a_lost_state_file_stops_replayed_runs_that_already_ended(
+    cluster: Cluster,
+) -> None:
+    a = cluster.agent(SimExecutor(NODES, speed=10.0))
+    wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
+    finished = cluster.submit(name="finished", gpus=1, duration=1)
+    cluster.wait_status(finished, "Completed")
+    stopped = cluster.submit(name="cancelled", gpus=1)
+    cluster.wait_status(stopped, "Running")
+    cluster.admin.cancel_workload(stopped)
+    live = cluster.submit(name="live", gpus=1)
+    cluster.wait_status(live, "Running")
+    a.halt()
+    (cluster.tmp / "agent-main.json").unlink()  # the agent's disk is gone
+
+    fresh = SimExecutor(NODES, speed=10.0)
+    b = cluster.agent(fresh)
+    # the cancelled run is folded away (its stop follows its start in the replay) ...
+    wait_for(lambda: b.agent.is_caught_up, 10, "replay")
+    assert f"w{stopped}-a1" not in fresh.started
+    # ... the finished one is started, refused by the control plane and stopped again
+    wait_for(lambda: list(fresh.runs) == [f"w{live}-a1"], 10, "only the live run left")
+    assert cluster.status(finished) == "Completed"
+    assert cluster.status(live) == "Running"

@@ -15,7 +15,7 @@ DEFAULT_SHAPE = "4x4x8"
 
 def build_executor(
     kind: str, config: Mapping[str, Any], data_dir: Path, *, speed: float | None = None,
-    shape: str | None = None,
+    shape: str | None = None, pool: str = "default",
 ) -> Executor:
     """``kind`` is sim, local or kubernetes; ``config`` the executor configuration file.
 
@@ -38,5 +38,5 @@ def build_executor(
     if kind == "kubernetes":
         from apportion.agent.executors.kubernetes import KubernetesExecutor
 
-        return KubernetesExecutor.from_config(config)
+        return KubernetesExecutor.from_config({**config, "pool": pool})
     raise ValueError(f"unknown executor {kind!r}; one of {', '.join(EXECUTORS)}")

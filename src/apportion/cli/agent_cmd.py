@@ -53,7 +53,8 @@ def agent(
     directory = data_dir or Path(user_data_dir("apportion")) / f"agent-{pool}"
     try:
         settings = load_config(config)
-        ex = build_executor(executor, settings, directory, speed=speed, shape=shape)
+        ex = build_executor(executor, settings, directory, speed=speed, shape=shape,
+                            pool=pool)
     except (OSError, ValueError, ImportError) as err:
         typer.echo(f"apportion agent: {err}", err=True)
         raise typer.Exit(2) from None

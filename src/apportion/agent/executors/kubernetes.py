@@ -1,0 +1,345 @@
+"""The kubernetes executor: one ``batch/v1`` Job per workload attempt (lightkube).
+
+- Job ``apportion-w<id>-a<attempt>`` in the configured namespace, Indexed, one
+  completion per pod, ``backoffLimit: 0`` (retries are the scheduler's business),
+  labelled ``apportion.io/managed-by=apportion``, ``apportion.io/pool``,
+  ``apportion.io/team``, ``apportion.io/workload-id``, ``apportion.io/attempt``,
+  ``apportion.io/run-id``.
+- Pinning: when every pod is placed on one node the template sets ``nodeName``;
+  otherwise it names ``schedulerName: apportion`` and the agent binds pod index i
+  to the node of placement i (``pods/binding``), so no other scheduler moves it.
+- GPUs: whole GPUs as ``limits: {nvidia.com/gpu: N}``; a fraction requests no
+  ``nvidia.com/gpu`` and is handed over as env ``NVIDIA_VISIBLE_DEVICES`` (when all
+  pods share the same device index), ``APPORTION_GPU_FRACTION``,
+  ``APPORTION_GPU_MEMORY_LIMIT_MIB`` and annotations ``apportion.io/gpu-fraction``,
+  ``apportion.io/gpu-memory-mib``; every pod gets ``APPORTION_PLACEMENT`` (JSON,
+  one entry per completion index) and the annotation ``apportion.io/placement``.
+- Status: Job ``Complete`` → completed; ``Failed`` or a failed pod → failed;
+  all pods Running → running; else starting. A Job deleted by a stop → stopped.
+- Inventory: Nodes with allocatable ``nvidia.com/gpu``; type and memory from the
+  GPU feature discovery labels; topology from configured label keys; Ready
+  condition → health. GPU pods without the managed-by label are unmanaged usage.
+
+The Kubernetes client is any object with lightkube's ``list``/``create``/``delete``
+signatures (tests use a fake: no API server runs here; see docs/kubernetes.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lightkube import ApiError
+from lightkube.models.batch_v1 import JobSpec
+from lightkube.models.core_v1 import (
+    Container,
+    EnvVar,
+    ObjectReference,
+    PodSpec,
+    PodTemplateSpec,
+    ResourceRequirements,
+)
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Node, Pod
+from lightkube.types import CascadeType
+
+from apportion.agent.inventory import DEFAULT_MEMORY
+from apportion.agent.model import NodeInfo, Observed, Run, RunStatus, placement_to_json
+
+GPU = "nvidia.com/gpu"
+MANAGED = "apportion.io/managed-by"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+SCHEDULER_NAME = "apportion"
+DEFAULT_TOPOLOGY = {"zone": "topology.kubernetes.io/zone",
+                    "region": "topology.kubernetes.io/region"}
+
+
+@dataclass(frozen=True, slots=True)
+class KubeSettings:
+    namespace: str = "apportion"
+    pool: str = "default"
+    default_image: str | None = None
+    #: pool topology label → node label key it is read from
+    topology_labels: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_TOPOLOGY))
+    gpu_type_label: str = "nvidia.com/gpu.product"
+    gpu_memory_label: str = "nvidia.com/gpu.memory"
+    gpu_memory_mib: int = DEFAULT_MEMORY
+    ttl_seconds_after_finished: int = 3600
+    service_account: str | None = None
+
+
+def job_name(run: Run) -> str:
+    return f"apportion-w{run.workload_id}-a{run.attempt}"
+
+
+def run_labels(run: Run, pool: str) -> dict[str, str]:
+    return {MANAGED: "apportion", "apportion.io/pool": pool, "apportion.io/team": run.exec.team,
+            "apportion.io/workload-id": str(run.workload_id),
+            "apportion.io/attempt": str(run.attempt), "apportion.io/run-id": run.run_id}
+
+
+def build_job(run: Run, s: KubeSettings) -> Job:
+    """The Job for one attempt (pure: no API call)."""
+    image = run.exec.image or s.default_image
+    if not image:
+        raise ValueError("the workload has no image (and the executor no default_image)")
+    command = list(run.exec.command) if run.exec.command else (
+        ["sleep", f"{run.exec.duration:g}"] if run.exec.duration is not None else None)
+    first = run.placement[0]
+    whole = sum(1 for d in first.devices if d.milli == 1000)
+    is_fraction = len(first.devices) == 1 and first.devices[0].milli < 1000
+    annotations = {"apportion.io/placement": json.dumps(placement_to_json(run.placement))}
+    env = {**run.exec.env, "APPORTION_WORKLOAD_ID": str(run.workload_id),
+           "APPORTION_ATTEMPT": str(run.attempt), "APPORTION_RUN_ID": run.run_id,
+           "APPORTION_PODS": str(run.pods), "APPORTION_WORKLOAD_NAME": run.exec.name,
+           "APPORTION_TEAM": run.exec.team,
+           "APPORTION_PLACEMENT": annotations["apportion.io/placement"]}
+    limits: dict[str, str] = {}
+    if is_fraction:
+        milli = first.devices[0].milli
+        memory = milli * s.gpu_memory_mib // 1000
+        env.update(APPORTION_GPU_FRACTION=f"{milli / 1000:g}",
+                   APPORTION_GPU_MEMORY_LIMIT_MIB=str(memory))
+        annotations.update({"apportion.io/gpu-fraction": f"{milli / 1000:g}",
+                            "apportion.io/gpu-memory-mib": str(memory)})
+        indices = {p.devices[0].index for p in run.placement}
+        if len(indices) == 1:
+            env["NVIDIA_VISIBLE_DEVICES"] = str(indices.pop())
+    elif whole:
+        limits[GPU] = str(whole)
+    nodes = run.nodes
+    labels = run_labels(run, s.pool)
+    pod_spec = PodSpec(
+        restartPolicy="Never",
+        containers=[Container(
+            name="workload", image=image, command=command,
+            env=[EnvVar(name=k, value=v) for k, v in sorted(env.items())],
+            resources=ResourceRequirements(limits=limits or None),
+        )],
+        nodeName=nodes[0] if len(nodes) == 1 else None,
+        schedulerName=None if len(nodes) == 1 else SCHEDULER_NAME,
+        serviceAccountName=s.service_account,
+    )
+    return Job(
+        metadata=ObjectMeta(name=job_name(run), namespace=s.namespace, labels=labels,
+                            annotations=annotations),
+        spec=JobSpec(
+            completionMode="Indexed", completions=run.pods, parallelism=run.pods,
+            backoffLimit=0, ttlSecondsAfterFinished=s.ttl_seconds_after_finished,
+            template=PodTemplateSpec(metadata=ObjectMeta(labels=labels,
+                                                         annotations=annotations),
+                                     spec=pod_spec),
+        ),
+    )
+
+
+@dataclass(slots=True)
+class _KubeRun:
+    run: Run
+    is_stopping: bool = False
+
+
+class KubernetesExecutor:
+    name = "kubernetes"
+
+    def __init__(self, client: Any, settings: KubeSettings) -> None:
+        self.client = client
+        self.s = settings
+        self.runs: dict[str, _KubeRun] = {}
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> KubernetesExecutor:
+        from lightkube import Client
+
+        fields = {k: v for k, v in config.items() if k in KubeSettings.__dataclass_fields__}
+        settings = KubeSettings(**fields)
+        return cls(Client(namespace=settings.namespace, field_manager="apportion-agent"),
+                   settings)
+
+    # -- Executor ---------------------------------------------------------------------------
+
+    def inventory(self) -> list[NodeInfo]:
+        nodes = [n for n in self.client.list(Node) if _allocatable_gpus(n) > 0]
+        unmanaged = self._unmanaged_gpus({n.metadata.name for n in nodes})
+        out = []
+        for n in sorted(nodes, key=lambda n: n.metadata.name):
+            labels = n.metadata.labels or {}
+            gpus = _allocatable_gpus(n)
+            used = min(gpus, unmanaged.get(n.metadata.name, 0))
+            memory = labels.get(self.s.gpu_memory_label)
+            out.append(NodeInfo(
+                name=n.metadata.name, gpus=gpus, gpu_type=labels.get(self.s.gpu_type_label),
+                gpu_memory_mib=int(memory) if memory and memory.isdigit()
+                else self.s.gpu_memory_mib,
+                labels={k: labels[v] for k, v in sorted(self.s.topology_labels.items())
+                        if v in labels},
+                health="ready" if _is_ready(n) else "down",
+                # which physical devices they hold is unknown: count them from the top
+                unavailable=tuple((gpus - 1 - i, 1000) for i in range(used)),
+            ))
+        return out
+
+    def start(self, run: Run) -> None:
+        if run.run_id in self.runs:
+            return
+        job = build_job(run, self.s)
+        self.runs[run.run_id] = _KubeRun(run)
+        try:
+            self.client.create(job, namespace=self.s.namespace)
+        except ApiError as err:
+            if err.status.code != 409:  # 409: it exists already (idempotent)
+                self.runs.pop(run.run_id, None)
+                raise
+
+    def adopt(self, runs: Sequence[Run]) -> None:
+        for run in runs:
+            self.start(run)
+
+    def stop(self, run_id: str, grace_seconds: float) -> None:
+        known = self.runs.get(run_id)
+        if known is not None:
+            known.is_stopping = True
+        selector = {MANAGED: "apportion", "apportion.io/run-id": run_id}
+        for pod in self.client.list(Pod, namespace=self.s.namespace, labels=selector):
+            self._delete(Pod, pod.metadata.name, grace_period=int(grace_seconds))
+        for job in self.client.list(Job, namespace=self.s.namespace, labels=selector):
+            self._delete(Job, job.metadata.name, cascade=CascadeType.BACKGROUND)
+
+    def poll(self) -> list[Observed]:
+        selector = {MANAGED: "apportion", "apportion.io/pool": self.s.pool}
+        jobs = {j.metadata.labels["apportion.io/run-id"]: j
+                for j in self.client.list(Job, namespace=self.s.namespace, labels=selector)}
+        pods: dict[str, list[Any]] = {}
+        for p in self.client.list(Pod, namespace=self.s.namespace, labels=selector):
+            pods.setdefault(p.metadata.labels["apportion.io/run-id"], []).append(p)
+        out = []
+        for rid in sorted(set(jobs) | set(self.runs)):
+            known = self.runs.get(rid)
+            job, mine = jobs.get(rid), pods.get(rid, [])
+            if known is not None and known.is_stopping:
+                done = job is None and not any(_is_active(p) for p in mine)
+                status = RunStatus.STOPPED if done else RunStatus.RUNNING
+                out.append(Observed(rid, status, "stopped" if done else "stopping"))
+            elif job is None:
+                out.append(Observed(rid, RunStatus.LOST, "its Job no longer exists"))
+            else:
+                if known is not None:
+                    self._bind(known.run, mine)
+                out.append(_job_status(rid, job, mine))
+        return out
+
+    def forget(self, run_id: str) -> None:
+        self.runs.pop(run_id, None)
+
+    def close(self) -> None:
+        """Jobs keep running; the next agent adopts them."""
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _bind(self, run: Run, pods: list[Any]) -> None:
+        """Bind unscheduled pods of a multi-node run to their placed nodes."""
+        for pod in pods:
+            if pod.spec.nodeName or pod.spec.schedulerName != SCHEDULER_NAME:
+                continue
+            index = int((pod.metadata.annotations or {}).get(INDEX_ANNOTATION, -1))
+            if not 0 <= index < run.pods:
+                continue
+            binding = Pod.Binding(metadata=ObjectMeta(name=pod.metadata.name),
+                                  target=ObjectReference(kind="Node", apiVersion="v1",
+                                                         name=run.placement[index].node))
+            try:
+                self.client.create(binding, pod.metadata.name, namespace=self.s.namespace)
+            except ApiError as err:
+                if err.status.code != 409:
+                    raise
+            except ValueError:
+                # The API server answers a binding with a Status object, which lightkube
+                # 1.0 tries to decode as a Binding; the binding itself has succeeded.
+                pass
+
+    def _unmanaged_gpus(self, gpu_nodes: set[str]) -> dict[str, int]:
+        used: dict[str, int] = {}
+        for pod in self.client.list(Pod, namespace="*"):
+            node = pod.spec.nodeName if pod.spec else None
+            if node not in gpu_nodes or not _is_active(pod):
+                continue
+            if (pod.metadata.labels or {}).get(MANAGED) == "apportion":
+                continue
+            gpus = sum(_container_gpus(c) for c in pod.spec.containers or [])
+            if gpus:
+                used[node] = used.get(node, 0) + gpus
+        return used
+
+    def _delete(self, res: Any, name: str, **kwargs: Any) -> None:
+        try:
+            self.client.delete(res, name, namespace=self.s.namespace, **kwargs)
+        except ApiError as err:
+            if err.status.code != 404:
+                raise
+
+
+def _job_status(rid: str, job: Any, pods: list[Any]) -> Observed:
+    for cond in (job.status.conditions if job.status else None) or []:
+        if cond.status != "True":
+            continue
+        if cond.type == "Complete":
+            return Observed(rid, RunStatus.COMPLETED, "Job complete", 0)
+        if cond.type == "Failed":
+            return Observed(rid, RunStatus.FAILED, _failure_text(cond, pods), _exit_code(pods))
+    failed = [p for p in pods if p.status and p.status.phase == "Failed"]
+    if failed:
+        return Observed(rid, RunStatus.FAILED, f"pod {failed[0].metadata.name} failed",
+                        _exit_code(failed))
+    wanted = job.spec.completions or 1
+    running = sum(1 for p in pods if p.status and p.status.phase in ("Running", "Succeeded"))
+    if running >= wanted:
+        return Observed(rid, RunStatus.RUNNING, f"{running} pod(s) running")
+    return Observed(rid, RunStatus.STARTING, f"{running}/{wanted} pod(s) running")
+
+
+def _failure_text(cond: Any, pods: list[Any]) -> str:
+    code = _exit_code(pods)
+    text = cond.message or cond.reason or "Job failed"
+    return f"{text} (exit code {code})" if code is not None else text
+
+
+def _exit_code(pods: list[Any]) -> int | None:
+    for pod in pods:
+        for cs in (pod.status.containerStatuses if pod.status else None) or []:
+            term = cs.state.terminated if cs.state else None
+            if term is not None and term.exitCode:
+                return int(term.exitCode)
+    return None
+
+
+def _allocatable_gpus(node: Any) -> int:
+    alloc = (node.status.allocatable if node.status else None) or {}
+    try:
+        return int(str(alloc.get(GPU, "0")))
+    except ValueError:
+        return 0
+
+
+def _is_ready(node: Any) -> bool:
+    for cond in (node.status.conditions if node.status else None) or []:
+        if cond.type == "Ready":
+            return bool(cond.status == "True")
+    return False
+
+
+def _is_active(pod: Any) -> bool:
+    return not (pod.status and pod.status.phase in ("Succeeded", "Failed"))
+
+
+def _container_gpus(container: Any) -> int:
+    res = container.resources
+    for table in (res.limits if res else None, res.requests if res else None):
+        if table and GPU in table:
+            try:
+                return int(str(table[GPU]))
+            except ValueError:
+                return 0
+    return 0

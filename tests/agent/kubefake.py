@@ -1,0 +1,165 @@
+"""A fake Kubernetes API server at the HTTP boundary of lightkube.
+
+No API server can run on these machines, so the kubernetes executor is tested
+with the *real* ``lightkube.Client`` (its URL building, serialisation and model
+parsing) over an in-memory ``httpx`` transport that implements the few
+endpoints the executor uses, plus a tiny "job controller" the tests drive.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import re
+from typing import Any
+
+import httpx2
+from lightkube import Client
+from lightkube.config.kubeconfig import KubeConfig
+
+ROUTES = [
+    ("GET", r"/api/v1/nodes", "nodes", None),
+    ("GET", r"/api/v1/pods", "pods", "*"),
+    ("GET", r"/api/v1/namespaces/(?P<ns>[^/]+)/pods", "pods", None),
+    ("DELETE", r"/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)", "pods", None),
+    ("POST", r"/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/binding", "binding", None),
+    ("GET", r"/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs", "jobs", None),
+    ("POST", r"/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs", "jobs", None),
+    ("DELETE", r"/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs/(?P<name>[^/]+)", "jobs", None),
+]
+LIST_KIND = {"nodes": "NodeList", "pods": "PodList", "jobs": "JobList"}
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {
+            "nodes": {}, "pods": {}, "jobs": {}}
+        self.requests: list[tuple[str, str]] = []
+        self.deleted: list[tuple[str, str, dict[str, str]]] = []
+        self._uid = itertools.count(1)
+
+    def client(self) -> Client:
+        config = KubeConfig.from_dict({
+            "clusters": [{"name": "fake", "cluster": {"server": "http://kube.fake"}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "fake", "user": "u"}}],
+            "current-context": "c",
+        })
+        return Client(config=config, namespace="apportion",
+                      transport=httpx2.MockTransport(self.handle))
+
+    # -- HTTP -------------------------------------------------------------------------------
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append((request.method, request.url.path))
+        for method, pattern, kind, ns_default in ROUTES:
+            m = re.fullmatch(pattern, request.url.path)
+            if m and method == request.method:
+                ns = m.groupdict().get("ns") or ns_default
+                return self._dispatch(request, kind, ns, m.groupdict().get("name"))
+        return _status(404, "NotFound", f"no route {request.method} {request.url.path}")
+
+    def _dispatch(self, request: httpx2.Request, kind: str, ns: str | None,
+                  name: str | None) -> httpx2.Response:
+        if request.method == "GET":
+            selector = _selector(request.url.params.get("labelSelector", ""))
+            items = [o for (n, _), o in sorted(self.objects[kind].items())
+                     if (ns in (None, "*") or n == ns) and _matches(o, selector)]
+            return httpx2.Response(200, json={"apiVersion": "v1", "kind": LIST_KIND[kind],
+                                              "metadata": {"resourceVersion": "1"},
+                                              "items": items})
+        if request.method == "DELETE":
+            assert ns is not None and name is not None
+            if self.objects[kind].pop((ns, name), None) is None:
+                return _status(404, "NotFound", f"{kind} {name} not found")
+            self.deleted.append((kind, name, dict(request.url.params)))
+            return _status(200, "", "deleted", "Success")
+        body = json.loads(request.content)
+        if kind == "binding":
+            pod = self.objects["pods"].get((ns or "", name or ""))
+            if pod is None:
+                return _status(404, "NotFound", f"pod {name} not found")
+            if pod["spec"].get("nodeName"):
+                return _status(409, "Conflict", f"pod {name} is already assigned")
+            pod["spec"]["nodeName"] = body["target"]["name"]
+            return _status(201, "", "bound", "Success")
+        key = (ns or "", body["metadata"]["name"])
+        if key in self.objects[kind]:
+            return _status(409, "AlreadyExists", f"{kind} {key[1]} already exists")
+        body["metadata"].setdefault("namespace", ns)
+        body["metadata"]["uid"] = f"uid-{next(self._uid)}"
+        self.objects[kind][key] = body
+        return httpx2.Response(201, json=body)
+
+    # -- the cluster, driven by tests ------------------------------------------------------
+
+    def add_node(self, name: str, gpus: int, *, labels: dict[str, str] | None = None,
+                 ready: bool = True) -> None:
+        self.objects["nodes"][("", name)] = {
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name,
+                                                             "labels": labels or {}},
+            "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "64"},
+                       "conditions": [{"type": "Ready",
+                                       "status": "True" if ready else "False"}]},
+        }
+
+    def add_pod(self, name: str, node: str, gpus: int, *, namespace: str = "default",
+                labels: dict[str, str] | None = None, phase: str = "Running") -> None:
+        self.objects["pods"][(namespace, name)] = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+            "spec": {"nodeName": node, "containers": [{
+                "name": "c", "image": "x",
+                "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+            "status": {"phase": phase},
+        }
+
+    def job_controller(self) -> None:
+        """Create the pods of every Job that has none (Pending, index annotated)."""
+        for (ns, name), job in list(self.objects["jobs"].items()):
+            if any(p["metadata"]["labels"].get("apportion.io/run-id")
+                   == job["metadata"]["labels"]["apportion.io/run-id"]
+                   for p in self.objects["pods"].values()):
+                continue
+            template = job["spec"]["template"]
+            for index in range(job["spec"]["completions"]):
+                meta = copy.deepcopy(template["metadata"])
+                meta["annotations"] = {**meta.get("annotations", {}),
+                                       "batch.kubernetes.io/job-completion-index": str(index)}
+                meta.update(name=f"{name}-{index}-abcde", namespace=ns)
+                self.objects["pods"][(ns, meta["name"])] = {
+                    "apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                    "spec": copy.deepcopy(template["spec"]), "status": {"phase": "Pending"}}
+
+    def pods_of(self, job: str) -> list[dict[str, Any]]:
+        return [p for (_, n), p in sorted(self.objects["pods"].items())
+                if n.startswith(job + "-")]
+
+    def set_phase(self, job: str, phase: str, exit_code: int | None = None) -> None:
+        for pod in self.pods_of(job):
+            pod["status"] = {"phase": phase}
+            if exit_code is not None:
+                pod["status"]["containerStatuses"] = [{
+                    "name": "workload", "ready": False, "restartCount": 0, "image": "x",
+                    "imageID": "", "state": {"terminated": {"exitCode": exit_code}}}]
+
+    def set_condition(self, job: str, condition: str, message: str = "") -> None:
+        for (_, name), obj in self.objects["jobs"].items():
+            if name == job:
+                obj["status"] = {"conditions": [{"type": condition, "status": "True",
+                                                 "message": message}]}
+
+
+def _status(code: int, reason: str, message: str, status: str = "Failure") -> httpx2.Response:
+    return httpx2.Response(code, json={"apiVersion": "v1", "kind": "Status", "status": status,
+                                       "reason": reason, "message": message, "code": code})
+
+
+def _selector(raw: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in raw.split(",") if "=" in part)
+
+
+def _matches(obj: dict[str, Any], selector: dict[str, str]) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())

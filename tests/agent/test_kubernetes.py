@@ -1,0 +1,179 @@
+"""The kubernetes executor: generated objects checked against lightkube's models,
+reconcile logic run with the real lightkube client over a fake API server
+(tests/agent/kubefake.py). Nothing here has run against a real cluster."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from lightkube import codecs
+from lightkube.resources.batch_v1 import Job
+
+from apportion.agent.executors.kubernetes import (
+    KubernetesExecutor,
+    KubeSettings,
+    build_job,
+)
+from apportion.agent.model import ExecSpec, Run, RunStatus
+from apportion.domain.workload import DeviceShare, PodPlacement
+from tests.agent.kubefake import FakeKube
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "kubernetes.md"
+SETTINGS = KubeSettings(namespace="apportion", pool="gpu-a",
+                        topology_labels={"zone": "topology.kubernetes.io/zone",
+                                         "rack": "example.com/rack"})
+
+
+def _run(*pods: tuple[str, tuple[tuple[int, int], ...]], wid: int = 7, attempt: int = 1,
+         image: str | None = "ghcr.io/acme/train:1") -> Run:
+    placement = tuple(PodPlacement(n, tuple(DeviceShare(i, m) for i, m in d)) for n, d in pods)
+    return Run(f"w{wid}-a{attempt}", wid, attempt, placement,
+               ExecSpec(name="train", team="nlp", image=image,
+                        command=("python", "train.py"), env={"EPOCHS": "3"}))
+
+
+def _env(job: Job) -> dict[str, str]:
+    container = job.spec.template.spec.containers[0]
+    return {e.name: e.value for e in container.env}
+
+
+# -- generated objects ---------------------------------------------------------------------
+
+
+def test_whole_gpu_job_on_one_node_is_pinned_and_labelled() -> None:
+    job = build_job(_run(("a1", ((0, 1000), (1, 1000)))), SETTINGS)
+    raw = job.to_dict()
+    assert codecs.from_dict(raw) == job  # round trip through lightkube's models
+    assert raw["apiVersion"] == "batch/v1" and raw["kind"] == "Job"
+    assert raw["metadata"]["name"] == "apportion-w7-a1"
+    labels = raw["spec"]["template"]["metadata"]["labels"]
+    assert labels["apportion.io/team"] == "nlp"
+    assert labels["apportion.io/workload-id"] == "7"
+    assert labels["apportion.io/attempt"] == "1"
+    pod = raw["spec"]["template"]["spec"]
+    assert pod["nodeName"] == "a1" and "schedulerName" not in pod
+    assert pod["restartPolicy"] == "Never"
+    assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+    assert raw["spec"]["backoffLimit"] == 0 and raw["spec"]["completionMode"] == "Indexed"
+    assert _env(job)["EPOCHS"] == "3" and _env(job)["APPORTION_RUN_ID"] == "w7-a1"
+
+
+def test_fraction_is_handed_over_as_env_and_annotations() -> None:
+    job = build_job(_run(("a1", ((3, 500),))), KubeSettings(gpu_memory_mib=81920))
+    env = _env(job)
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "3"
+    assert env["APPORTION_GPU_FRACTION"] == "0.5"
+    assert env["APPORTION_GPU_MEMORY_LIMIT_MIB"] == "40960"
+    annotations = job.spec.template.metadata.annotations
+    assert annotations["apportion.io/gpu-fraction"] == "0.5"
+    assert job.spec.template.spec.containers[0].resources.limits is None  # no nvidia.com/gpu
+
+
+def test_multi_node_gang_uses_the_apportion_scheduler_name() -> None:
+    job = build_job(_run(("a1", ((0, 1000),)), ("b1", ((0, 1000),))), SETTINGS)
+    assert job.spec.template.spec.nodeName is None
+    assert job.spec.template.spec.schedulerName == "apportion"
+    assert job.spec.completions == job.spec.parallelism == 2
+    placement = json.loads(job.metadata.annotations["apportion.io/placement"])
+    assert [p["node"] for p in placement] == ["a1", "b1"]
+
+
+def test_a_workload_without_an_image_is_refused() -> None:
+    with pytest.raises(ValueError, match="no image"):
+        build_job(_run(("a1", ((0, 1000),)), image=None), SETTINGS)
+
+
+def test_the_manifests_in_the_docs_load_as_kubernetes_objects() -> None:
+    blocks = re.findall(r"```yaml\n(.*?)```", DOCS.read_text(), re.S)
+    objects = [o for block in blocks for o in codecs.load_all_yaml(block)]
+    kinds = sorted(type(o).__name__ for o in objects)
+    assert {"ClusterRole", "ClusterRoleBinding", "Deployment", "Namespace", "Role",
+            "RoleBinding", "ServiceAccount"} <= set(kinds)
+
+
+# -- reconcile against the fake API server ---------------------------------------------------
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    fake = FakeKube()
+    fake.add_node("a1", 8, labels={"nvidia.com/gpu.product": "H100", "example.com/rack": "r1",
+                                   "nvidia.com/gpu.memory": "81559",
+                                   "topology.kubernetes.io/zone": "z1"})
+    fake.add_node("b1", 8, labels={"example.com/rack": "r2"}, ready=False)
+    fake.add_node("cpu1", 0)
+    return fake
+
+
+def test_inventory_reads_nodes_topology_and_unmanaged_gpu_pods(kube: FakeKube) -> None:
+    kube.add_pod("someone-elses", "a1", 2)
+    kube.add_pod("finished", "a1", 4, phase="Succeeded")
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    nodes = {n.name: n for n in ex.inventory()}
+    assert sorted(nodes) == ["a1", "b1"]  # no GPUs, not in the pool
+    a1 = nodes["a1"]
+    assert (a1.gpus, a1.gpu_type, a1.gpu_memory_mib) == (8, "H100", 81559)
+    assert dict(a1.labels) == {"zone": "z1", "rack": "r1"}
+    assert a1.unavailable == ((7, 1000), (6, 1000))
+    assert nodes["b1"].health == "down"
+
+
+def test_start_is_idempotent_and_pod_phases_map_to_statuses(kube: FakeKube) -> None:
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    run = _run(("a1", ((0, 1000),)))
+    ex.start(run)
+    ex.forget(run.run_id)
+    ex.start(run)  # the Job exists: 409 is taken as "already started"
+    assert len(kube.objects["jobs"]) == 1
+    assert ex.poll()[0].status is RunStatus.STARTING
+    kube.job_controller()
+    kube.set_phase("apportion-w7-a1", "Running")
+    assert ex.poll()[0].status is RunStatus.RUNNING
+    kube.set_condition("apportion-w7-a1", "Complete")
+    assert ex.poll()[0].status is RunStatus.COMPLETED
+
+
+def test_failed_job_reports_the_exit_code(kube: FakeKube) -> None:
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    ex.start(_run(("a1", ((0, 1000),))))
+    kube.job_controller()
+    kube.set_phase("apportion-w7-a1", "Failed", exit_code=3)
+    kube.set_condition("apportion-w7-a1", "Failed", "BackoffLimitExceeded")
+    obs = ex.poll()[0]
+    assert (obs.status, obs.exit_code) == (RunStatus.FAILED, 3)
+    assert "exit code 3" in obs.message
+
+
+def test_multi_node_pods_are_bound_to_their_placed_nodes(kube: FakeKube) -> None:
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    ex.start(_run(("b1", ((0, 1000),)), ("a1", ((0, 1000),))))
+    kube.job_controller()
+    ex.poll()
+    assert [p["spec"]["nodeName"] for p in kube.pods_of("apportion-w7-a1")] == ["b1", "a1"]
+    ex.poll()  # already bound: nothing more to do
+    assert sum(1 for m, p in kube.requests if p.endswith("/binding")) == 2
+
+
+def test_stop_deletes_pods_with_the_grace_then_the_job(kube: FakeKube) -> None:
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    ex.start(_run(("a1", ((0, 1000),))))
+    kube.job_controller()
+    kube.set_phase("apportion-w7-a1", "Running")
+    ex.stop("w7-a1", 30)
+    pods = [d for d in kube.deleted if d[0] == "pods"]
+    assert pods and pods[0][2].get("gracePeriodSeconds") == "30"
+    assert [d[0] for d in kube.deleted][-1] == "jobs"
+    assert ex.poll()[0].status is RunStatus.STOPPED
+
+
+def test_jobs_nobody_asked_for_show_up_in_poll(kube: FakeKube) -> None:
+    """After a restart with a lost state file the agent sees orphan Jobs (and stops them
+    once it has caught up with its decisions)."""
+    KubernetesExecutor(kube.client(), SETTINGS).start(_run(("a1", ((0, 1000),)), wid=9))
+    fresh = KubernetesExecutor(kube.client(), SETTINGS)
+    assert [o.run_id for o in fresh.poll()] == ["w9-a1"]
+    fresh.stop("w9-a1", 0)
+    assert kube.objects["jobs"] == {}

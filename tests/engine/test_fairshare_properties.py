@@ -17,7 +17,7 @@ from apportion.domain.org import OrgTree, Team, build_tree
 from apportion.engine.fairshare import DemandBook, DemandItem, Entitlements, entitlements
 
 POOL = "p"
-SETTINGS = settings(max_examples=100, deadline=None)
+SETTINGS = settings(max_examples=75, deadline=None)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from apportion.engine.fairshare_fill import (
     fill_level,
     index_pool,
 )
-from apportion.engine.fairshare_reserved import LeafOrder, OrderKey, grant_reserved
+from apportion.engine.fairshare_reserved import LeafOrder, OrderKey, TopGrant, grant_reserved
 
 __all__ = ["DemandBook", "DemandItem", "Entitlements", "entitlements"]
 
@@ -106,15 +106,18 @@ def entitlements(
 class DemandBook:
     """Demand of one pool, aggregated per (leaf, class, priority), kept between cycles.
 
-    ``add``/``remove`` change one workload's demand in O(1) (plus dropping the
-    leaf's cached sort order when it is reserved). ``entitlements`` recomputes
-    from the aggregates: O(teams x depth x levels), plus sorting the reserved
-    workloads only of leaves in subtrees where a bucket is short (sorted lists
-    are cached per leaf until that leaf's reserved demand changes). It never
-    looks at the elastic workloads one by one. Not shared between threads.
+    ``add``/``remove`` change one workload's demand in O(1) (removing reserved
+    work scans its leaf's list) and drop only the caches it touches: its leaf's
+    sorted reserved work and its top-level team's step 1 result.
+    ``entitlements`` then redoes step 1 only for top-level teams whose reserved
+    demand changed (sorting reserved work only of leaves in subtrees where a
+    bucket is short) and steps 2-4 from the aggregates: O(teams x depth x
+    levels). It never looks at elastic workloads one by one. Not thread-safe.
     """
 
-    __slots__ = ("_elastic", "_index", "_items", "_reserved", "_reserved_total", "_sorted")
+    __slots__ = (
+        "_elastic", "_index", "_items", "_reserved", "_reserved_total", "_sorted", "_step1",
+    )
 
     def __init__(self, tree: OrgTree, pool: str, demand: Iterable[DemandItem] = ()) -> None:
         self._index: PoolIndex = index_pool(tree, pool)
@@ -122,6 +125,7 @@ class DemandBook:
         self._reserved_total: dict[str, int] = {}  # leaf -> milli
         self._reserved: dict[str, list[tuple[OrderKey, int]]] = {}  # leaf -> workloads
         self._sorted: dict[str, LeafOrder] = {}  # leaf -> its workloads in order (a cache)
+        self._step1: dict[str, TopGrant] = {}  # top-level team -> its step 1 (a cache)
         self._items = 0
         self._add_all(demand)
 
@@ -151,6 +155,7 @@ class DemandBook:
             level[team] = level.get(team, 0) + milli
         self._items += count
         self._sorted.clear()
+        self._step1.clear()
 
     def add(self, item: DemandItem) -> None:
         """Count ``item``'s demand. O(1) (a reserved item also drops its leaf's cached order)."""
@@ -158,7 +163,7 @@ class DemandBook:
         self._items += 1
         if item.is_reserved:
             self._reserved.setdefault(item.team, []).append((item.order_key, item.milli))
-            self._sorted.pop(item.team, None)
+            self._forget_order(item.team)
         self._bump(item, item.milli)
 
     def remove(self, item: DemandItem) -> None:
@@ -172,7 +177,7 @@ class DemandBook:
                 self._reserved.get(item.team, []).remove((item.order_key, item.milli))
             except ValueError:
                 raise KeyError(item) from None
-            self._sorted.pop(item.team, None)
+            self._forget_order(item.team)
         elif self._elastic.get(item.priority, {}).get(item.team, 0) < item.milli:
             raise KeyError(item)
         self._items -= 1
@@ -185,6 +190,11 @@ class DemandBook:
             )
         if item.milli < 0:
             raise ValidationError("demand.milli", f"must be >= 0, got {item.milli}")
+
+    def _forget_order(self, leaf: str) -> None:
+        """Drop what the caches know about ``leaf``'s reserved work."""
+        self._sorted.pop(leaf, None)
+        self._step1.pop(self._index.path[leaf][-2], None)  # its top-level team
 
     def _bump(self, item: DemandItem, delta: int) -> None:
         """Change the totals of ``item``'s (leaf, class, priority) by ``delta``."""
@@ -210,7 +220,9 @@ class DemandBook:
         if capacity < 0:
             raise ValidationError("capacity", f"must be >= 0, got {capacity}")
         index = self._index
-        reserved = grant_reserved(index, capacity, self._reserved_total, self._pieces_of)
+        reserved = grant_reserved(
+            index, capacity, self._reserved_total, self._pieces_of, self._step1
+        )
         grants = Grants(index, capacity)
         for leaf in sorted(reserved.by_leaf):
             grants.add_to_path(leaf, reserved.by_leaf[leaf])

@@ -109,21 +109,30 @@ def water_fill(amount: Milli, claims: Sequence[tuple[str, Milli, int]]) -> list[
     total: Milli = sum((want for _n, want, _w in claims), 0)
     if amount >= total:
         return [(name, want) for name, want, _w in claims]
-    # Smallest want per unit of weight first: those are satisfied in full.
-    order = sorted(claims, key=lambda c: (Fraction(c[1]) / c[2], c[0]))
     left: Milli = amount
     weight_left = sum(weight for _n, _want, weight in claims)
+    waiting = list(claims)
     shares: list[tuple[str, Milli]] = []
-    for i, (name, want, weight) in enumerate(order):
-        if want * weight_left <= left * weight:
+    while True:
+        # Whoever wants no more than an even share at the current level is
+        # served in full; that only raises the level for the rest, so repeat.
+        # (Cross-multiplied: want / weight <= left / weight_left.)
+        full = [c for c in waiting if c[1] * weight_left <= left * c[2]]
+        if not full:
+            break
+        for name, want, weight in full:
             shares.append((name, want))
             left -= want
             weight_left -= weight
-            continue
-        per_weight = Fraction(left) / weight_left
-        shares.extend((n, per_weight * w) for n, _want, w in order[i:])
-        break
+        waiting = [c for c in waiting if c not in full]
+    per_weight = Fraction(left) / weight_left
+    shares.extend((name, whole(per_weight * weight)) for name, _want, weight in waiting)
     return shares
+
+
+def whole(value: Fraction) -> Milli:
+    """``value`` as an int when it is whole, so that later sums stay cheap."""
+    return value.numerator if value.denominator == 1 else value
 
 
 def active_children(index: PoolIndex, leaves: Mapping[str, Milli]) -> dict[str, tuple[str, ...]]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 
 from apportion.engine.fairshare_fill import ROOT, PoolIndex
@@ -69,25 +69,51 @@ class _Flow:
     may_hit_cap: Mapping[str, bool]  # some cap in the subtree is below its demand
 
 
+@dataclass(frozen=True, slots=True)
+class TopGrant:
+    """Step 1 inside one top-level team's subtree, before the pool-wide trim."""
+
+    by_leaf: Mapping[str, int]  # reserved milli granted per leaf
+    used: Mapping[str, int]  # own bucket used per team (teams with no use may be absent)
+    pieces: int
+
+
 def grant_reserved(
-    index: PoolIndex, capacity: int, totals: Mapping[str, int], pieces_of: PiecesOf
+    index: PoolIndex,
+    capacity: int,
+    totals: Mapping[str, int],
+    pieces_of: PiecesOf,
+    cache: MutableMapping[str, TopGrant] | None = None,
 ) -> ReservedGrant:
     """Grant reserved demand from the buckets (SPEC 4 step 1).
 
     ``totals`` maps leaf -> reserved demand; ``pieces_of(leaf)`` returns that
     leaf's reserved workloads in order. It is called only for leaves whose
     order matters. Returns the grants per leaf and what is left of every
-    team's own bucket.
+    team's own bucket. Top-level subtrees share no bucket and no cap, so each
+    is served on its own: ``cache`` (top-level team -> result) is read and
+    filled; the caller drops the entry of a subtree whose reserved demand changed.
     """
-    flow = _aggregate(index, totals)
-    run = _ExactRun(index, flow, pieces_of)
+    flow: _Flow | None = None
+    by_leaf: dict[str, int] = {}
+    used: dict[str, int] = {}
+    pieces = 0
     for top in index.children[ROOT]:
-        run.serve_subtree(top)
-    by_leaf = run.by_leaf
+        part = None if cache is None else cache.get(top)
+        if part is None:
+            flow = flow or _aggregate(index, totals)
+            run = _ExactRun(index, flow, pieces_of)
+            run.serve_subtree(top)
+            part = TopGrant(run.by_leaf, run.used, run.pieces)
+            pieces += run.pieces
+            if cache is not None:
+                cache[top] = part
+        by_leaf.update(part.by_leaf)
+        used.update(part.used)
     if sum(by_leaf.values()) > capacity:
         by_leaf = _trim_to_capacity(by_leaf, capacity, pieces_of)
-    bucket_left = {team: index.bucket[team] - run.used[team] for team in index.teams}
-    return ReservedGrant(by_leaf, bucket_left, run.pieces)
+    bucket_left = {team: index.bucket[team] - used.get(team, 0) for team in index.teams}
+    return ReservedGrant(by_leaf, bucket_left, pieces)
 
 
 def _aggregate(index: PoolIndex, totals: Mapping[str, int]) -> _Flow:
@@ -127,7 +153,7 @@ class _ExactRun:
         self.index = index
         self.flow = flow
         self.pieces_of = pieces_of
-        self.used: dict[str, int] = dict.fromkeys(index.teams, 0)
+        self.used: dict[str, int] = {}
         self.granted: dict[str, int] = dict.fromkeys(index.teams, 0)  # subtree, so far
         self.by_leaf: dict[str, int] = {}
         self.caps_of: dict[str, tuple[tuple[str, int], ...]] = {}

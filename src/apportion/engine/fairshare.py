@@ -145,7 +145,8 @@ class DemandBook:
             count += 1
             if item.is_reserved:
                 reserved_total[team] = reserved_total.get(team, 0) + milli
-                reserved.setdefault(team, []).append((item.order_key, milli))
+                key = (-item.priority, item.submitted_at, item.workload_id)  # item.order_key
+                reserved.setdefault(team, []).append((key, milli))
                 continue
             if not milli:
                 continue

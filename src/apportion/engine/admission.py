@@ -59,13 +59,16 @@ class Admission:
         if w.nomination:
             cluster.unclaim(owner_of(w))
             self.ws.uncount(ps, w)
+            ps.holders.discard(w.id)
         cluster.occupy(owner_of(w), placement)
         milli = sum(p.milli for p in placement)
         self.ws.count(ps, w, milli)
-        self.ws.workloads[w.id] = replace(
+        started = replace(
             w, status=Status.STARTING, placement=placement, nomination=(), is_hold=False,
-            pool=ps.pool.name,
+            pool=ps.pool.name, started_at=self.now,
         )
+        self.ws.workloads[w.id] = started
+        self.ws.index(ps, started)
         self.touched.add(w.team)
         self.decisions.append(
             Decision(DecisionKind.START, w.id, ps.pool.name, placement, milli=milli)
@@ -93,6 +96,7 @@ class Admission:
                 else:
                     ps.cluster.vacate(owner_of(v))
                 self.ws.workloads[vid] = replace(v, status=Status.PREEMPTED)
+                ps.victims.discard(vid)
                 self.decisions.append(Decision(
                     DecisionKind.PREEMPT, vid, ps.pool.name, by=w.id, milli=v.placed_milli,
                     exits_at=exits_at, message=f"preempted by {w.name} (id {w.id})",
@@ -100,6 +104,8 @@ class Admission:
                 self.bump("preempted")
             else:
                 ps.cluster.unclaim(owner_of(v))
+                ps.holders.discard(vid)
+                ps.victims.discard(vid)
                 self.ws.workloads[vid] = replace(v, nomination=(), is_hold=False)
                 self.decisions.append(Decision(
                     DecisionKind.DENOMINATE, vid, ps.pool.name, by=w.id,
@@ -114,18 +120,20 @@ class Admission:
         if w.nomination:
             cluster.unclaim(owner_of(w))
             self.ws.uncount(ps, w)
+            ps.holders.discard(w.id)
+            w = replace(w, nomination=(), is_hold=False)
         cluster.claim(owner_of(w), found.placement)
         if cluster.can_start_on_claim(owner_of(w)):
-            self.ws.workloads[w.id] = replace(w, nomination=found.placement, is_hold=True)
-            self.start(ps, self.ws.workloads[w.id], found.placement)
+            cluster.unclaim(owner_of(w))
+            self.start(ps, w, found.placement)
             return
         milli = sum(p.milli for p in found.placement)
         self.ws.count(ps, w, milli)
         self.touched.add(w.team)
         reason = explain.preempting_reason(ps, w, len(found.victims), freed)
-        self.ws.workloads[w.id] = replace(
-            w, nomination=found.placement, is_hold=False, reason=reason
-        )
+        nominated = replace(w, nomination=found.placement, is_hold=False, reason=reason)
+        self.ws.workloads[w.id] = nominated
+        self.ws.index(ps, nominated)
         self.decisions.append(Decision(
             DecisionKind.NOMINATE, w.id, ps.pool.name, found.placement, reason=reason,
             milli=milli,
@@ -140,7 +148,10 @@ class Admission:
         if w.nomination:
             ps.cluster.unclaim(owner_of(w))
         ps.cluster.claim(owner_of(w), found.placement)
-        self.ws.workloads[w.id] = replace(w, nomination=found.placement, is_hold=True)
+        ps.holders.add(w.id)
+        held = replace(w, nomination=found.placement, is_hold=True)
+        self.ws.workloads[w.id] = held
+        self.ws.index(ps, held)
         self.decisions.append(Decision(
             DecisionKind.HOLD, w.id, ps.pool.name, found.placement, reason=reason,
             head_since=since, message="starvation hold",

@@ -76,6 +76,7 @@ class _Cycle:
             if not all(p.node in ps.schedulable for p in w.nomination):
                 ps.cluster.unclaim(owner_of(w))
                 self.ws.uncount(ps, w)
+                ps.victims.discard(w.id)
                 self.ws.workloads[w.id] = replace(w, nomination=())
                 self.adm.decisions.append(Decision(
                     DecisionKind.DENOMINATE, w.id, ps.pool.name,
@@ -130,6 +131,8 @@ class _Cycle:
         if w.nomination:
             ps.cluster.unclaim(owner_of(w))
             self.ws.uncount(ps, w)
+            ps.holders.discard(w.id)
+        ps.victims.discard(w.id)
         self.ws.workloads[w.id] = replace(w, status=Status.PENDING, pool=None, nomination=())
         self.adm.decisions.append(Decision(DecisionKind.UNROUTE, w.id, None, reason=reason))
 

@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.domain.workload import Placement, TopologyMode
 from apportion.engine.placement import PlacementRequest, PlacementResult
-from apportion.engine.victim_order import Verdict, VictimQueue
+from apportion.engine.victim_order import (
+    NOMINATION,
+    RUNNING,
+    STARTING,
+    Verdict,
+    VictimQueue,
+)
 from apportion.engine.working import PoolState, WorkingState, owner_of
-
-NOMINATION, STARTING, RUNNING = 0, 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,39 +83,32 @@ class VictimSearch:
         self.need = self.pods * ps.charge(w)
         self.examined = 0
         self._lca: dict[str, tuple[str, str]] = {}
-        self._teams: list[str] | None = None
+        self._reachable: list[str] | None = None
         self._removable_total = 0
         self._removable_within: dict[str, int] = {}
 
     # -- candidates ------------------------------------------------------------
-    def candidates(self) -> list[WorkloadState]:
-        """Everything 6.4 may allow (the dynamic cross-team test comes later)."""
-        w = self.w
-        out: list[WorkloadState] = []
-        workloads = self.ws.workloads
-        for vid in self._candidate_ids():
-            v = workloads[vid]
-            if v.id == w.id or v.status.is_terminal:
-                continue
-            if v.status.is_placed:
-                if self.for_hold or self._may_displace(v):
-                    out.append(v)
-            elif (
-                v.status is Status.QUEUED and v.nomination and not self.for_hold
-                and outranks(w, v)
-            ):
-                out.append(v)
-        return out
+    def eligible(self, v: WorkloadState) -> bool:
+        """6.4's static rules for one indexed candidate (the dynamic test comes later)."""
+        if v.id == self.w.id or v.status.is_terminal:
+            return False
+        if v.status.is_placed:
+            return self.for_hold or self._may_displace(v)
+        return v.status is Status.QUEUED and not self.for_hold and outranks(self.w, v)
 
-    def _candidate_ids(self) -> list[int]:
-        """Ids worth looking at: all users of the pool, or, for elastic W, only
-        those of teams that could ever pass 6.4 in this search."""
+    def _teams(self) -> list[str]:
+        """Teams worth looking at: all, or, for elastic W, only those that could
+        ever pass 6.4 in this search."""
         if self.for_hold or self.w.spec.is_reserved:
-            return sorted(self.ps.users)
-        ids: list[int] = []
-        for team in self._reachable_teams():
-            ids.extend(self.ps.team_users.get(team, ()))
-        return sorted(ids)
+            return self.ps.victims.teams()
+        return self._reachable_teams()
+
+    def _hold_candidates(self) -> list[WorkloadState]:
+        """For a starvation hold: every placed workload of the pool, cheapest first."""
+        out = [self.ws.workloads[i] for i in sorted(self.ps.users)]
+        out = [v for v in out if v.status.is_placed and v.id != self.w.id]
+        out.sort(key=lambda v: (state_rank(v), v.spec.priority, -(v.started_at or 0), v.id))
+        return out
 
     def _viable(self) -> bool:
         """Cheap necessary conditions (O(depth x siblings)) before any candidate
@@ -119,6 +116,7 @@ class VictimSearch:
         could ever be a victim were gone."""
         ps, led, w = self.ps, self.ps.ledger, self.w
         free = ps.cluster.free_milli(owner_of(w), allow_exiting=True)
+        free += sum(self.ws.workloads[h].nominated_milli for h in ps.holders if h != w.id)
         path = self.ws.tree.path(w.team)
         if w.spec.is_reserved:
             nominated = self._reserved_nominated()
@@ -157,8 +155,8 @@ class VictimSearch:
         ``excess(c_V) > 0`` now, and ``excess(c_W)`` (W added) can fall at most
         by the elastic work that could be taken inside c_W's subtree.
         """
-        if self._teams is not None:
-            return self._teams
+        if self._reachable is not None:
+            return self._reachable
         ps, tree = self.ps, self.ws.tree
         teams = [self.w.team]
         removable = ps.ledger.elastic_usage(self.w.team)
@@ -180,7 +178,7 @@ class VictimSearch:
             if parent is None:
                 break
             c_w = parent
-        self._teams, self._removable_total, self._removable_within = teams, removable, within
+        self._reachable, self._removable_total, self._removable_within = teams, removable, within
         return teams
 
     def _may_displace(self, v: WorkloadState) -> bool:
@@ -223,7 +221,8 @@ class VictimSearch:
     def restore(self, v: WorkloadState) -> None:
         """Put ``v`` back into the working state (undoable)."""
         self._devices_back(v)
-        self.ws.count(self.ps, v, self._milli(v))
+        if not v.is_hold:
+            self.ws.count(self.ps, v, self._milli(v))
 
     def quota_ok(self) -> bool:
         """Quota with W counted and the current victims removed (SPEC 6 step 3.1)."""
@@ -246,17 +245,13 @@ class VictimSearch:
         """Cheapest victim set over the candidate domains, or None."""
         if not self.for_hold and not self._viable():
             return None
-        cands = self.candidates()
         topo = self.w.spec.topology
         domains: list[tuple[str, str] | None] = [None]
         if topo is not None and topo.mode is TopologyMode.REQUIRED:
             domains = [(topo.level, d) for d in self.ps.cluster.domains(topo.level)]
         best: VictimSet | None = None
         for dom in domains:
-            pool_cands = cands if dom is None else [
-                v for v in cands if self._touches(v, dom)
-            ]
-            found = self._search(pool_cands, dom)
+            found = self._search(dom)
             if found is not None and (best is None or found.cost < best.cost):
                 best = found
         return best
@@ -266,19 +261,13 @@ class VictimSearch:
         pods = v.placement if v.status.is_placed else v.nomination
         return any(labels.get(p.node, {}).get(dom[0]) == dom[1] for p in pods)
 
-    def _search(
-        self, cands: list[WorkloadState], dom: tuple[str, str] | None
-    ) -> VictimSet | None:
+    def _search(self, dom: tuple[str, str] | None) -> VictimSet | None:
         ws = self.ws
         start = ws.checkpoint()
         if not self.for_hold:
             ws.count(self.ps, self.w, self.need)
         free = self.ps.cluster.free_milli(owner_of(self.w), allow_exiting=True)
-        if not self._could_fit(cands, free):
-            ws.rollback(start)
-            ws.release(start)
-            return None
-        chosen, free = self._greedy(cands, dom, free)
+        chosen, free = self._greedy(dom, free)
         if chosen is None:
             ws.rollback(start)
             ws.release(start)
@@ -295,10 +284,24 @@ class VictimSearch:
         )
 
     def _greedy(
-        self, cands: list[WorkloadState], dom: tuple[str, str] | None, free: int
+        self, dom: tuple[str, str] | None, free: int
     ) -> tuple[list[WorkloadState] | None, int]:
-        queue = VictimQueue(cands, state_rank, self.ps.excess, self.verdict)
+        """Take candidates in order until W fits; None if it never does."""
         chosen: list[WorkloadState] = []
+        if self.for_hold:
+            for v in self._hold_candidates():
+                if self.fit(dom, free) is not None:
+                    return chosen, free
+                if dom is None or self._touches(v, dom):
+                    free += self.remove(v)
+                    chosen.append(v)
+            return (chosen, free) if self.fit(dom, free) is not None else (None, free)
+
+        def eligible(v: WorkloadState) -> bool:
+            return self.eligible(v) and (dom is None or self._touches(v, dom))
+
+        queue = VictimQueue(self.ps.victims, self._teams(), self.ws.workloads.__getitem__,
+                            eligible, self.ps.excess, self.verdict)
         try:
             while self.fit(dom, free) is None:
                 pick = queue.pick()
@@ -309,22 +312,6 @@ class VictimSearch:
             return chosen, free
         finally:
             self.examined += queue.examined
-
-    def _could_fit(self, cands: list[WorkloadState], free: int) -> bool:
-        """Necessary conditions, cheap: enough milli and quota with every
-        candidate gone. A search that fails them would take them all and fail."""
-        counted = [(v, self.ps.users.get(v.id, 0)) for v in cands]
-        if free + sum(milli for _v, milli in counted) < self.need:
-            return False
-        led = self.ps.ledger
-        for v, milli in counted:
-            if milli:
-                led.remove(v.team, v.spec.is_reserved, milli)
-        ok = self.quota_ok()
-        for v, milli in counted:
-            if milli:
-                led.add(v.team, v.spec.is_reserved, milli)
-        return ok
 
     def _prune(
         self, chosen: list[WorkloadState], dom: tuple[str, str] | None, free: int,
@@ -383,7 +370,8 @@ class VictimSearch:
         only ``v`` moves on the devices."""
         ws, ps = self.ws, self.ps
         for c in kept:
-            ws.count(ps, c, self._milli(c))
+            if not c.is_hold:
+                ws.count(ps, c, self._milli(c))
         ok = True
         for c in kept:
             if c is v:
@@ -399,8 +387,10 @@ class VictimSearch:
             ws.uncount(ps, v)
         return ok
 
-    @staticmethod
-    def _milli(v: WorkloadState) -> int:
+    def _milli(self, v: WorkloadState) -> int:
+        got = self.ps.victims.milli.get(v.id)
+        if got is not None:
+            return got
         return v.placed_milli if v.status.is_placed else v.nominated_milli
 
     def _devices_back(self, v: WorkloadState) -> None:

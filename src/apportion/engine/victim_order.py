@@ -1,22 +1,66 @@
-"""The greedy pass of SPEC 6.5: candidates cheapest first, re-ordered as
-excess changes, skipping those that fail 6.4 at that moment.
+"""Who could be a victim, kept sorted as the cycle goes, and the greedy order
+of SPEC 6.5 over it.
 
-Candidates are grouped by (state, team): within a group the order never
-changes (priority, most recently started, id), so only group heads compete,
-in a heap. After a pick only the picked team's excess moved, so only its
-groups are re-queued. A team whose ``excess(c_V)`` is no longer positive can
-never pass again during this search (the greedy only removes work, so that
-excess only falls) and is dropped for good.
+:class:`VictimIndex` holds, per pool, the elastic Starting/Running work and the
+nominations and holds, grouped by (state rank, leaf team), each group sorted
+cheapest first: lowest priority, most recently started, id. It changes only
+when the cycle commits a decision, never during a search, so a search reads it
+with cursors and copies nothing.
+
+:class:`VictimQueue` yields, one pick at a time, the first candidate in 6.5's
+order that passes 6.4 right now. Only group heads compete, in a heap. After a
+pick only the picked team's excess moved, so only its groups are re-queued. A
+team whose ``excess(c_V)`` is no longer positive can never pass again during
+the search (the greedy only removes work, so that excess only falls) and is
+dropped for good.
 """
 
 from __future__ import annotations
 
+import bisect
 import enum
 import heapq
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 
 from apportion.domain.lifecycle import WorkloadState
+
+NOMINATION, STARTING, RUNNING = 0, 1, 2
+
+GroupKey = tuple[int, str]
+Item = tuple[int, int, int]  # (priority, -started_at, id): cheapest first
+
+
+class VictimIndex:
+    """Candidate victims of one pool, by (rank, team), sorted cheapest first."""
+
+    __slots__ = ("groups", "milli", "where")
+
+    def __init__(self) -> None:
+        self.groups: dict[GroupKey, list[Item]] = {}
+        self.where: dict[int, tuple[GroupKey, Item]] = {}
+        self.milli: dict[int, int] = {}
+
+    def add(self, w: WorkloadState, rank: int, milli: int) -> None:
+        """Index ``w`` (replacing any earlier entry) with the milli it would free."""
+        self.discard(w.id)
+        key = (rank, w.team)
+        item = (w.spec.priority, -(w.started_at or 0), w.id)
+        bisect.insort(self.groups.setdefault(key, []), item)
+        self.where[w.id] = (key, item)
+        self.milli[w.id] = milli
+
+    def discard(self, wid: int) -> None:
+        got = self.where.pop(wid, None)
+        if got is None:
+            return
+        key, item = got
+        group = self.groups[key]
+        del group[bisect.bisect_left(group, item)]
+        del self.milli[wid]
+
+    def teams(self) -> list[str]:
+        return sorted({team for (_rank, team), items in self.groups.items() if items})
 
 
 class Verdict(enum.Enum):
@@ -29,40 +73,61 @@ Entry = tuple[int, int, int, Fraction, int, int, int, str, int]
 
 
 class VictimQueue:
-    """Yields victims one pick at a time (see module docstring)."""
+    """The greedy's order over an index, restricted to ``teams``.
+
+    ``eligible`` filters single candidates (static rules, domain); ``test``
+    is 6.4's dynamic test; ``excess`` reads a leaf team's excess now.
+    """
 
     def __init__(
         self,
-        candidates: Iterable[WorkloadState],
-        rank: Callable[[WorkloadState], int],
+        index: VictimIndex,
+        teams: Iterable[str],
+        lookup: Callable[[int], WorkloadState],
+        eligible: Callable[[WorkloadState], bool],
         excess: Callable[[str], Fraction],
         test: Callable[[WorkloadState], Verdict],
     ) -> None:
-        self._rank, self._excess, self._test = rank, excess, test
-        self._groups: dict[tuple[int, str], list[WorkloadState]] = {}
-        for v in candidates:
-            self._groups.setdefault((rank(v), v.team), []).append(v)
-        self._team_groups: dict[str, list[tuple[int, str]]] = {}
-        for key, queue in self._groups.items():
-            # Popped from the end, so the cheapest sits last.
-            queue.sort(key=lambda v: (v.spec.priority, -(v.started_at or 0), v.id), reverse=True)
-            self._team_groups.setdefault(key[1], []).append(key)
+        self._index, self._lookup, self._eligible = index, lookup, eligible
+        self._excess, self._test = excess, test
+        self._pos: dict[GroupKey, int] = {}
+        self._team_keys: dict[str, list[GroupKey]] = {}
+        for team in sorted(set(teams)):
+            keys = [(r, team) for r in (NOMINATION, STARTING, RUNNING)
+                    if index.groups.get((r, team))]
+            if keys:
+                self._team_keys[team] = keys
+                for key in keys:
+                    self._pos[key] = 0
         self._version: dict[str, int] = {}
         self._dead: set[str] = set()
         self._heap: list[Entry] = []
         self.examined = 0
-        for team in sorted(self._team_groups):
+        for team in self._team_keys:
             self._push_team(team)
+
+    def _head(self, key: GroupKey) -> WorkloadState | None:
+        """The first eligible candidate of a group at its cursor (advancing it)."""
+        items = self._index.groups[key]
+        pos = self._pos[key]
+        while pos < len(items):
+            v = self._lookup(items[pos][2])
+            if self._eligible(v):
+                self._pos[key] = pos
+                return v
+            pos += 1
+            self.examined += 1
+        self._pos[key] = pos
+        return None
 
     def _push_team(self, team: str) -> None:
         version = self._version.get(team, 0) + 1
         self._version[team] = version
         ex = self._excess(team)
         flag = 0 if ex > 0 else 1
-        for key in self._team_groups[team]:
-            queue = self._groups[key]
-            if queue:
-                v = queue[-1]
+        for key in self._team_keys[team]:
+            v = self._head(key)
+            if v is not None:
                 heapq.heappush(self._heap, (
                     key[0], flag, v.spec.priority, -ex, -(v.started_at or 0), v.id,
                     key[0], team, version,
@@ -77,11 +142,13 @@ class VictimQueue:
             rank, team, version = entry[6], entry[7], entry[8]
             if version != self._version[team] or team in self._dead:
                 continue
-            queue = self._groups[(rank, team)]
+            key = (rank, team)
+            v = self._lookup(self._index.groups[key][self._pos[key]][2])
             self.examined += 1
-            verdict = self._test(queue[-1])
+            verdict = self._test(v)
             if verdict is Verdict.PASS:
-                found = queue.pop()
+                self._pos[key] += 1
+                found = v
                 break
             if verdict is Verdict.FAIL_FOREVER:
                 self._dead.add(team)

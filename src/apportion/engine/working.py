@@ -18,6 +18,7 @@ from apportion.engine.fairshare import DemandItem, Entitlements, entitlements
 from apportion.engine.ledger import Ledger
 from apportion.engine.placement import ClusterState, Owner, PlacementRequest
 from apportion.engine.snapshot import Snapshot
+from apportion.engine.victim_order import NOMINATION, RUNNING, STARTING, VictimIndex
 
 
 def owner_of(w: WorkloadState) -> Owner:
@@ -35,6 +36,10 @@ class PoolState:
     entitlements: Entitlements | None = None
     #: Workload ids whose usage is counted here (placed or nominated), by id.
     users: dict[int, int] = field(default_factory=dict)
+    #: Candidate victims (elastic placed work, nominations, holds), sorted.
+    victims: VictimIndex = field(default_factory=VictimIndex)
+    #: Workloads holding a starvation hold here (claims that are not usage).
+    holders: set[int] = field(default_factory=set)
     #: The same ids by leaf team, for victim searches that look at a few teams.
     team_users: dict[str, set[int]] = field(default_factory=dict)
     node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
@@ -104,8 +109,22 @@ class WorkingState:
                 self.count(ps, w, w.placed_milli)
             elif w.status is Status.QUEUED and w.nomination:
                 ps.cluster.claim(owner_of(w), w.nomination)
-                if not w.is_hold:
+                if w.is_hold:
+                    ps.holders.add(w.id)
+                else:
                     self.count(ps, w, w.nominated_milli)
+            self.index(ps, w)
+
+    # -- victim index --------------------------------------------------------
+    def index(self, ps: PoolState, w: WorkloadState) -> None:
+        """(Re)index ``w`` as a candidate victim in ``ps`` according to its state."""
+        if w.status.is_placed and not w.spec.is_reserved:
+            rank = RUNNING if w.status is Status.RUNNING else STARTING
+            ps.victims.add(w, rank, w.placed_milli)
+        elif w.status is Status.QUEUED and w.nomination:
+            ps.victims.add(w, NOMINATION, w.nominated_milli)
+        else:
+            ps.victims.discard(w.id)
 
     # -- usage ---------------------------------------------------------------
     def count(self, ps: PoolState, w: WorkloadState, milli: int) -> None:

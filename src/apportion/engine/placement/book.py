@@ -82,6 +82,7 @@ class DeviceBook:
         self._filters: dict[FilterKey, FilterKey | None] = {}
         self._domain_values: dict[tuple[FilterKey, Constraints, str], tuple[str, ...]] = {}
         self._static: dict[tuple[FilterKey, Constraints], tuple[tuple[int, int], ...]] = {}
+        self._by_label: dict[str, dict[str, list[int]]] = {}
         self._log: list[_LogEntry] = []
         self._log_base = 0
         self._marks: list[int] = []
@@ -116,8 +117,29 @@ class DeviceBook:
         )
 
     def member_nodes(self, fkey: FilterKey, constraints: Constraints) -> list[int]:
-        """Ranks of all nodes (any state) matching a filter and label constraints."""
-        return [r for r, n in enumerate(self.nodes) if self._matches(n, fkey, constraints)]
+        """Ranks of all nodes (any state) matching a filter and label constraints.
+
+        With constraints, only the nodes carrying the first label value are
+        looked at (one pass per label key, then a lookup), so building one
+        scope per topology domain costs the domain's nodes, not the pool's.
+        """
+        if not constraints:
+            return [r for r, n in enumerate(self.nodes) if self._matches(n, fkey, constraints)]
+        level, value = constraints[0]
+        ranks = self._label_ranks(level).get(value, ())
+        return [r for r in ranks if self._matches(self.nodes[r], fkey, constraints)]
+
+    def _label_ranks(self, level: str) -> dict[str, list[int]]:
+        """Node ranks by their value of label ``level`` (built once per key)."""
+        found = self._by_label.get(level)
+        if found is None:
+            found = {}
+            for r, n in enumerate(self.nodes):
+                value = n.labels.get(level)
+                if value is not None:
+                    found.setdefault(value, []).append(r)
+            self._by_label[level] = found
+        return found
 
     def scope(self, fkey: FilterKey, constraints: Constraints = ()) -> ScopeIndex:
         """The index of the ready nodes matching ``fkey`` and ``constraints``.

@@ -1,0 +1,56 @@
+"""The optional starvation hold of SPEC 6.7."""
+
+from __future__ import annotations
+
+from apportion.domain.lifecycle import Status, transition
+from tests.engine.harness import World
+
+
+def _complete(w: World, name: str) -> None:
+    w.states[w.names[name]] = transition(w.w(name), Status.COMPLETED, w.now)
+
+
+def scenario(hold_after: int | None) -> World:
+    w = World().pool(nodes=1, starvation_hold_after=hold_after).team("t")
+    for i in range(8):
+        w.submit(f"small{i}", "t", 1, running=True)
+    w.submit("big", "t", 8)
+    for i in range(8, 12):
+        w.submit(f"small{i}", "t", 1)
+    w.settle()
+    return w
+
+
+def test_without_a_hold_small_work_overtakes_forever() -> None:
+    w = scenario(None)
+    w.advance(200)
+    _complete(w, "small0")
+    w.settle()
+    assert w.status("small8") == "Running"
+    assert w.status("big") == "Queued"
+
+
+def test_hold_keeps_freed_devices_for_the_head_of_the_line() -> None:
+    w = scenario(100)
+    assert w.w("big").head_since == 0
+    w.advance(150)
+    w.settle()
+    assert w.w("big").is_hold and len(w.w("big").nomination) == 1
+    for i in range(8):
+        _complete(w, f"small{i}")
+        w.settle()
+        if i < 7:
+            assert w.status("small8") == "Queued", i  # freed GPUs stay held
+    assert w.status("big") == "Running"
+    assert w.w("big").nomination == ()
+
+
+def test_a_higher_priority_workload_takes_a_hold() -> None:
+    w = scenario(100)
+    w.advance(150)
+    w.settle()
+    assert w.w("big").is_hold
+    _complete(w, "small0")
+    w.submit("urgent", "t", 1, priority=90)
+    w.settle()
+    assert w.status("urgent") == "Running"

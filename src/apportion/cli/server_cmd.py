@@ -35,8 +35,14 @@ def server(
     if no_scheduler:
         overrides["run_scheduler"] = False
     settings = Settings.from_env(**overrides)
+    from apportion.domain.errors import ApportionError
+
     control = ControlPlane(settings)
-    control.start()
+    try:
+        control.start()
+    except ApportionError as exc:
+        print(f"apportion server: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
     if control.bootstrap_token:
         print(
             "apportion: created organization "

@@ -6,11 +6,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from apportion.service.context import Ctx
 from apportion.store.db import Database
 from apportion.store.models import AuditRow
+
+_INSERT = insert(AuditRow.__table__)
 
 
 def record(
@@ -24,22 +27,13 @@ def record(
     outcome: str = "ok",
     message: str = "",
 ) -> None:
-    """Add an audit entry to the caller's transaction."""
-    session.add(
-        AuditRow(
-            org_id=ctx.org_id,
-            at=time.time(),
-            actor=ctx.actor.name,
-            token_id=ctx.actor.token_id,
-            request_id=ctx.request_id or None,
-            action=action,
-            object=obj,
-            outcome=outcome,
-            message=message,
-            before=before,
-            after=after,
-        )
-    )
+    """Add an audit entry to the caller's transaction (a Core insert: append-only)."""
+    session.connection().execute(_INSERT, [{
+        "org_id": ctx.org_id, "at": time.time(), "actor": ctx.actor.name,
+        "token_id": ctx.actor.token_id, "request_id": ctx.request_id or None,
+        "action": action, "object": obj, "outcome": outcome, "message": message,
+        "before": before, "after": after,
+    }])
 
 
 def record_denial(

@@ -1,18 +1,25 @@
-"""Writing events: the durable feed behind /v1/events and the SSE stream."""
+"""Writing events: the durable feed behind /v1/events and the SSE stream.
+
+Events are append-only and written on every hot path, so they go in as Core
+``executemany`` inserts (one cached statement, no ORM bookkeeping).
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
+from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from apportion.domain.lifecycle import Event
 from apportion.store.models import EventRow
 
+_INSERT = insert(EventRow.__table__)
 
-def add_event(
-    session: Session,
+
+def event_row(
     org_id: int,
     type_: str,
     *,
@@ -24,20 +31,33 @@ def add_event(
     attempt: int | None = None,
     status: str | None = None,
     at: float | None = None,
-) -> None:
-    session.add(EventRow(
-        org_id=org_id, at=time.time() if at is None else at, type=type_,
-        workload_id=workload_id, team=team, attempt=attempt, status=status,
-        cause=cause[:255], message=message, data=data or {},
-    ))
+) -> dict[str, Any]:
+    return {"org_id": org_id, "at": time.time() if at is None else at, "type": type_,
+            "workload_id": workload_id, "team": team, "attempt": attempt, "status": status,
+            "cause": cause[:255], "message": message, "data": data or {}}
+
+
+def write_events(session: Session, rows: Iterable[dict[str, Any]]) -> None:
+    batch = list(rows)
+    if batch:
+        session.connection().execute(_INSERT, batch)
+
+
+def add_event(session: Session, org_id: int, type_: str, **fields: Any) -> None:
+    write_events(session, [event_row(org_id, type_, **fields)])
+
+
+def lifecycle_rows(
+    org_id: int, workload_id: int, team: str, events: Iterable[Event], now: float
+) -> list[dict[str, Any]]:
+    """One ``workload.status`` event per lifecycle transition."""
+    return [event_row(org_id, "workload.status", cause=e.cause, message=e.message,
+                      workload_id=workload_id, team=team, attempt=e.attempt,
+                      status=e.status.value, at=now) for e in events]
 
 
 def add_lifecycle_events(
     session: Session, org_id: int, workload_id: int, team: str, events: tuple[Event, ...],
     now: float,
 ) -> None:
-    """One ``workload.status`` event per lifecycle transition."""
-    for e in events:
-        add_event(session, org_id, "workload.status", cause=e.cause, message=e.message,
-                  workload_id=workload_id, team=team, attempt=e.attempt,
-                  status=e.status.value, at=now)
+    write_events(session, lifecycle_rows(org_id, workload_id, team, events, now))

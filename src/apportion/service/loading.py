@@ -23,7 +23,7 @@ def parents_of(rows: list[TeamRow]) -> Parents:
 
 
 def load_parents(session: Session, org_id: int) -> Parents:
-    return parents_of(org_repo.list_teams(session, org_id))
+    return org_repo.team_parents(session, org_id)
 
 
 def capacities(session: Session, org_id: int) -> dict[str, int]:

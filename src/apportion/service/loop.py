@@ -34,6 +34,11 @@ class SchedulerLoop:
         self._thread: threading.Thread | None = None
         self.last_cycle_at: float | None = None
         self._last_purge = 0.0
+        self._last_sweep = 0.0
+        self._lease_until = 0.0
+        #: seconds the last tick spent in cycles (the next one waits twice that, so
+        #: under a stream of triggers the scheduler takes at most a third of the CPU)
+        self._busy = 0.0
 
     @property
     def is_leader(self) -> bool:
@@ -69,16 +74,32 @@ class SchedulerLoop:
                 self.tick()
             except Exception:
                 log.exception("scheduler tick failed")
-            time.sleep(self.settings.cycle_min_gap)
+            self._stop.wait(max(self.settings.cycle_min_gap, 2 * self._busy))
 
     def tick(self) -> int:
         """One wake-up; returns the number of committed cycles."""
-        if not self.scheduler.acquire():
-            return 0
+        started = time.perf_counter()
+        try:
+            return self._tick()
+        finally:
+            self._busy = time.perf_counter() - started
+
+    def _tick(self) -> int:
+        now = time.time()
+        # Renew the lease only when a third of it is used up (each renewal is a write).
+        renew_at = self._lease_until - 2 * self.settings.lease_ttl / 3
+        if self.scheduler.token is None or now > renew_at:
+            if not self.scheduler.acquire():
+                return 0
+            self._lease_until = now + self.settings.lease_ttl
+        sweep = now - self._last_sweep >= min(5.0, self.settings.agent_timeout / 4)
+        if sweep:
+            self._last_sweep = now
         committed = 0
         for org_id in self.scheduler.orgs():
-            with self.db.write() as session:
-                agents.sweep_silent_agents(session, org_id, self.settings.agent_timeout)
+            if sweep:
+                with self.db.write() as session:
+                    agents.sweep_silent_agents(session, org_id, self.settings.agent_timeout)
             try:
                 for _ in range(MAX_CYCLES):
                     outcome = self.scheduler.run_org(org_id)
@@ -88,6 +109,7 @@ class SchedulerLoop:
                     committed += 1
             except LostLease:
                 log.warning("lost the scheduler lease during a cycle")
+                self.scheduler.token = None
                 return committed
         self._purge()
         return committed

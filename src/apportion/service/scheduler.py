@@ -24,9 +24,9 @@ from apportion.engine.apply import Applied, apply_plan
 from apportion.engine.plan import DecisionKind, Plan
 from apportion.engine.snapshot import CycleConfig
 from apportion.service.errors import LostLease, StaleSnapshot
-from apportion.service.events import add_event, add_lifecycle_events
+from apportion.service.events import event_row, lifecycle_rows, write_events
 from apportion.service.metrics import Metrics
-from apportion.service.snapshots import Loaded, load_snapshot
+from apportion.service.snapshots import Loaded, StateCache, load_snapshot
 from apportion.service.workloads import run_id
 from apportion.store import codec
 from apportion.store.db import Database
@@ -60,6 +60,7 @@ class Scheduler:
         self.metrics = metrics
         self.clock = clock
         self.token: int | None = None
+        self.cache = StateCache()
 
     # -- the lease --------------------------------------------------------------
     def acquire(self) -> bool:
@@ -114,26 +115,30 @@ class Scheduler:
         for _attempt in range(2):
             started = time.perf_counter()
             with self.db.read() as session:
-                loaded = load_snapshot(session, org_id, self.clock())
+                loaded = load_snapshot(session, org_id, self.clock(), self.cache)
             plan = _run(loaded)
+            applied = _apply(loaded, plan)  # pure: outside the write transaction
             try:
                 with self.db.write() as session:
-                    return self._commit(session, org_id, loaded, plan, started)
+                    return self._commit(session, org_id, loaded, plan, started, applied)
             except StaleSnapshot:
                 continue
         started = time.perf_counter()
         with self.db.write() as session:
             session.execute(select(OrgRow.id).where(OrgRow.id == org_id).with_for_update())
-            loaded = load_snapshot(session, org_id, self.clock())
-            return self._commit(session, org_id, loaded, _run(loaded), started)
+            loaded = load_snapshot(session, org_id, self.clock(), self.cache)
+            plan = _run(loaded)
+            return self._commit(session, org_id, loaded, plan, started, _apply(loaded, plan))
 
     def _commit(
-        self, session: Session, org_id: int, loaded: Loaded, plan: Plan, started: float
+        self, session: Session, org_id: int, loaded: Loaded, plan: Plan, started: float,
+        applied: Applied | None = None,
     ) -> CycleOutcome:
         token = self._check_fence(session)
         snap = loaded.snapshot
         states = {w.id: w for w in snap.workloads}
-        applied = apply_plan(states, snap.exiting, plan)
+        if applied is None:
+            applied = apply_plan(states, snap.exiting, plan)
         duration = time.perf_counter() - started
         if self.metrics is not None:
             self.metrics.cycle_duration.observe(duration)
@@ -155,16 +160,18 @@ class Scheduler:
     ) -> None:
         rows = {r.id: r for r in wl_repo.workloads_by_ids(session, org_id, applied.changed)}
         starts = {d.workload_id for d in plan.decisions if d.kind is DecisionKind.START}
+        events: list[dict[str, object]] = []
         for wid in applied.changed:
             new, before, row = applied.states[wid], old[wid], rows[wid]
             fresh = new.events[len(before.events):]
             codec.state_to_row(new, row, now)
-            add_lifecycle_events(session, org_id, wid, row.team, fresh, now)
+            events += lifecycle_rows(org_id, wid, row.team, fresh, now)
             if not fresh and new.reason != before.reason and new.reason is not None:
-                add_event(session, org_id, "workload.reason", cause=f"cycle {plan.cycle_id}",
-                          message=new.reason.message, workload_id=wid, team=row.team,
-                          attempt=new.attempt, status=new.status.value,
-                          data={"code": new.reason.code.value}, at=now)
+                events.append(event_row(
+                    org_id, "workload.reason", cause=f"cycle {plan.cycle_id}",
+                    message=new.reason.message, workload_id=wid, team=row.team,
+                    attempt=new.attempt, status=new.status.value,
+                    data={"code": new.reason.code.value}, at=now))
             if wid in starts and new.placement:
                 session.add(DecisionRow(
                     org_id=org_id, pool=new.pool or "", kind="start", workload_id=wid,
@@ -186,12 +193,18 @@ class Scheduler:
             ))
             if self.metrics is not None:
                 self.metrics.preemptions.labels(loaded.org_slug, victim.team).inc()
+        write_events(session, events)
         wl_repo.clear_exiting(session, org_id)
         for e in applied.exiting:
             session.add(ExitingRow(org_id=org_id, workload_id=e.workload_id, attempt=e.attempt,
                                    team=e.team, pool=e.pool,
                                    placement=codec.placement_to_json(e.placement),
                                    exits_at=float(e.exits_at)))
+
+
+def _apply(loaded: Loaded, plan: Plan) -> Applied:
+    snap = loaded.snapshot
+    return apply_plan({w.id: w for w in snap.workloads}, snap.exiting, plan)
 
 
 def _run(loaded: Loaded) -> Plan:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from apportion.domain.lifecycle import WorkloadState
 from apportion.engine.snapshot import Snapshot
 from apportion.service.loading import load_tree
 from apportion.store import codec
@@ -24,15 +26,55 @@ class Loaded:
     org_slug: str = ""
 
 
-def load_snapshot(session: Session, org_id: int, now: float) -> Loaded:
+class StateCache:
+    """Workload states by id, valid while the row's ``version`` is unchanged.
+
+    Every change of a workload row bumps its version (``codec.state_to_row``),
+    so a cached state is exactly what decoding the row again would give; a
+    snapshot then decodes only the rows that changed since the last one.
+    """
+
+    def __init__(self) -> None:
+        self._states: dict[int, tuple[int, WorkloadState, float]] = {}
+
+    def active(self, session: Session, org_id: int) -> list[tuple[WorkloadState, float]]:
+        """(state, submitted_at) of every non-terminal workload, in id order."""
+        t = WorkloadRow.__table__
+        current = session.connection().execute(
+            select(t.c.id, t.c.version)
+            .where(t.c.org_id == org_id, t.c.is_active.is_(True))
+            .order_by(t.c.id)
+        ).all()
+        stale = [wid for wid, version in current
+                 if (hit := self._states.get(wid)) is None or hit[0] != version]
+        for start in range(0, len(stale), 500):
+            for row in wl_repo.workloads_by_ids(session, org_id, stale[start:start + 500]):
+                self._states[row.id] = (row.version, codec.state_from_row(row), row.submitted_at)
+        out = []
+        for wid, version in current:
+            hit = self._states.get(wid)
+            if hit is None or hit[0] != version:  # changed while we read: decode it now
+                row = wl_repo.get_workload(session, org_id, wid)
+                hit = (row.version, codec.state_from_row(row), row.submitted_at)
+                self._states[wid] = hit
+            out.append((hit[1], hit[2]))
+        if len(self._states) > 2 * len(current) + 1000:
+            keep = {wid for wid, _v in current}
+            self._states = {k: v for k, v in self._states.items() if k in keep}
+        return out
+
+
+def load_snapshot(
+    session: Session, org_id: int, now: float, cache: StateCache | None = None
+) -> Loaded:
     """Teams, reservations, pools, nodes, non-terminal workloads and the victims
     still exiting, at scheduling version ``sched_version``."""
     org = repo.get_org(session, org_id)
     tree = load_tree(session, org_id)
     pools = {p.name: codec.pool_from_row(p) for p in repo.list_pools(session, org_id)}
     nodes = tuple(codec.node_from_row(n) for n in repo.list_nodes(session, org_id))
-    rows: list[WorkloadRow] = wl_repo.active_workloads(session, org_id)
-    states = tuple(codec.state_from_row(r) for r in rows)
+    active = (cache or StateCache()).active(session, org_id)
+    states = tuple(state for state, _at in active)
     exiting = tuple(
         codec.exiting_from_row(e) for e in wl_repo.list_exiting(session, org_id)
         if e.exits_at > now
@@ -41,4 +83,5 @@ def load_snapshot(session: Session, org_id: int, now: float) -> Loaded:
         now=int(now), tree=tree, pools=pools, nodes=nodes, workloads=states,
         exiting=exiting, version=org.sched_version,
     )
-    return Loaded(snap, org.last_cycle + 1, {r.id: r.submitted_at for r in rows}, org.slug)
+    submitted = {state.id: at for state, at in active}
+    return Loaded(snap, org.last_cycle + 1, submitted, org.slug)

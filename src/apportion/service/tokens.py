@@ -180,6 +180,9 @@ def bootstrap(db: Database, org_slug: str, token: str | None) -> str | None:
 
     Returns the token to print, or None when the database already has an org.
     """
+    if token is not None and not TOKEN_RE.match(token):
+        raise ValidationError("APPORTION_BOOTSTRAP_TOKEN", "is not a valid token",
+                              "apt_<12 of a-z0-9>_<20-128 of A-Za-z0-9_->")
     with db.write() as session:
         if org_repo.list_orgs(session):
             return None

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
 from apportion.domain.errors import NotFound
 from apportion.store.models import NodeRow, OrgRow, PoolRow, ReservationRow, TeamRow
+
+_orgs, _teams = OrgRow.__table__, TeamRow.__table__
+#: Prebuilt statements for the hot path (parameters bound at execution, no rebuild).
+_BUMP = (update(_orgs).where(_orgs.c.id == bindparam("oid"))
+         .values(sched_version=_orgs.c.sched_version + 1))
+_PARENTS = select(_teams.c.slug, _teams.c.parent).where(_teams.c.org_id == bindparam("oid"))
 
 
 def get_org(session: Session, org_id: int) -> OrgRow:
@@ -25,10 +31,11 @@ def list_orgs(session: Session) -> list[OrgRow]:
 
 
 def bump_sched_version(session: Session, org_id: int) -> None:
-    """Mark the scheduling input as changed: plans from older snapshots won't commit."""
-    session.execute(
-        update(OrgRow).where(OrgRow.id == org_id).values(sched_version=OrgRow.sched_version + 1)
-    )
+    """Mark the scheduling input as changed: plans from older snapshots won't commit.
+
+    A Core statement on the session's connection: no ORM bookkeeping, no autoflush
+    (this runs once per command, on the hot path of every submission)."""
+    session.connection().execute(_BUMP, {"oid": org_id})
 
 
 def advance_if_current(
@@ -36,15 +43,22 @@ def advance_if_current(
 ) -> bool:
     """Conditional update: True (and the version advanced) only if the org's
     scheduling version is still ``expected``."""
-    res = session.execute(
-        update(OrgRow)
-        .where(OrgRow.id == org_id, OrgRow.sched_version == expected)
+    t = OrgRow.__table__
+    res = session.connection().execute(
+        update(t)
+        .where(t.c.id == org_id, t.c.sched_version == expected)
         .values(sched_version=expected + 1, last_cycle=cycle_id, last_cycle_at=now)
     )
-    return bool(res.rowcount)  # type: ignore[attr-defined]
+    return bool(res.rowcount)
 
 
 # -- teams ---------------------------------------------------------------
+def team_parents(session: Session, org_id: int) -> dict[str, str | None]:
+    """slug -> parent slug of every team (a light query for permission checks)."""
+    rows = session.connection().execute(_PARENTS, {"oid": org_id})
+    return {slug: parent for slug, parent in rows}
+
+
 def list_teams(session: Session, org_id: int) -> list[TeamRow]:
     return list(session.scalars(select(TeamRow).where(TeamRow.org_id == org_id)
                                 .order_by(TeamRow.slug)))

@@ -1,0 +1,98 @@
+"""A server killed with SIGKILL and restarted loses no acknowledged workload
+(SQLite and PostgreSQL; a real `apportion server` process on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+TOKEN = "apt_crashcrash01_" + "c" * 32
+H = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def server(url: str, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, "APPORTION_DATABASE_URL": url, "APPORTION_BOOTSTRAP_TOKEN": TOKEN,
+           "APPORTION_CYCLE_INTERVAL": "0.2", "APPORTION_RATE_LIMIT": "0"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from apportion.cli.main import main; main()", "server",
+         "--port", str(port), "--log-level", "warning"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+            if proc.poll() is not None:
+                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "died")
+        else:
+            raise RuntimeError("server did not start")
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+@pytest.mark.slow
+def test_sigkill_loses_no_acknowledged_workload(backend_url: str) -> None:
+    port = _port()
+    base = f"http://127.0.0.1:{port}/v1"
+    acknowledged: dict[int, str] = {}
+    lock = threading.Lock()
+    with server(backend_url, port) as proc:
+        with httpx.Client(base_url=base, headers=H, timeout=5) as c:
+            assert c.post("/pools", json={"name": "main"}).status_code == 201
+            assert c.post("/teams", json={"slug": "t"}).status_code == 201
+
+        def client(n: int) -> None:
+            with httpx.Client(base_url=base, headers=H, timeout=5) as c:
+                for i in range(10_000):
+                    name = f"c{n}-{i}"
+                    try:
+                        r = c.post("/workloads", json={"name": name, "team": "t", "gpus": 1})
+                    except httpx.HTTPError:
+                        return  # the server died under us: this one was never acknowledged
+                    if r.status_code == 201:
+                        with lock:
+                            acknowledged[r.json()["data"]["id"]] = name
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGKILL)
+        for t in threads:
+            t.join(10)
+    assert len(acknowledged) > 20
+    with server(backend_url, port), httpx.Client(base_url=base, headers=H, timeout=10) as c:
+        stored: dict[int, str] = {}
+        token = None
+        while True:
+            params = {"limit": 100, **({"next_token": token} if token else {})}
+            body = c.get("/workloads", params=params).json()
+            stored.update({w["id"]: w["name"] for w in body["data"]})
+            token = body["metadata"]["next_token"]
+            if token is None:
+                break
+    missing = {i: n for i, n in acknowledged.items() if stored.get(i) != n}
+    assert not missing, f"{len(missing)} acknowledged workloads lost"

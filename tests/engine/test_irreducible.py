@@ -61,7 +61,8 @@ def crowded(draw: st.DrawFn) -> World:
     w.team("a", weight=draw(st.integers(1, 3))).team("b", main=draw(st.integers(0, 4)))
     w.team("c", weight=draw(st.integers(1, 3)))
     for i in range(draw(st.integers(4, 14))):
-        w.submit(f"r{i}", draw(st.sampled_from(["a", "c"])), draw(st.sampled_from([0.25, 0.5, 1, 2])),
+        team = draw(st.sampled_from(["a", "c"]))
+        w.submit(f"r{i}", team, draw(st.sampled_from([0.25, 0.5, 1, 2])),
                  priority=draw(st.sampled_from([10, 50])))
     w.settle()
     return w

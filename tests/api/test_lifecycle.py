@@ -102,3 +102,21 @@ def test_node_down_fails_its_workloads(api: Api) -> None:
     assert api.workload(w["id"])["status"] == "Failed"
     assert api.ok("GET", f"/v1/nodes/{node}")["state"] == "down"
     assert api.ok("GET", "/v1/capacity/pools")[0]["capacity"] == 8
+
+
+def test_unmanaged_gpu_use_is_unavailable(api: Api) -> None:
+    agent = api.org(gpus_per_node=4)
+    api.ok("POST", "/v1/agent/heartbeat", agent, json={"nodes": [
+        {"name": "n1", "gpus": 4, "unavailable": [{"index": 1, "milli": 1000},
+                                                  {"index": 2, "milli": 250}]}]})
+    node = api.ok("GET", "/v1/nodes/n1")
+    assert node["unavailable_gpus"] == 1.25
+    w = api.submit(name="two", team="nlp", gpus=2)
+    api.cycle()
+    placed = api.workload(w["id"])
+    assert placed["status"] == "Starting"
+    assert sorted(d["index"] for p in placed["placement"] for d in p["devices"]) == [0, 3]
+    w2 = api.submit(name="more", team="nlp", gpus=0.25)
+    api.cycle()
+    assert api.workload(w2["id"])["status"] == "Queued"  # devices 1 and 2 are not ours
+    assert api.ok("GET", "/v1/capacity/pools")[0]["free"] == 0.75

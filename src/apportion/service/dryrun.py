@@ -35,5 +35,6 @@ def dry_run(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, An
         "reason": result.reason.to_dict() if result.reason is not None else None,
         "victims": [{"workload_id": wid, "gpus": gpus_number(milli)}
                     for wid, milli in result.victims],
-        "placement": codec.placement_to_json(result.placement),
+        "placement": codec.placement_to_json(
+            loaded.devices.placement(result.placement, physical=True)),
     }

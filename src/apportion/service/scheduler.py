@@ -161,9 +161,11 @@ class Scheduler:
         rows = {r.id: r for r in wl_repo.workloads_by_ids(session, org_id, applied.changed)}
         starts = {d.workload_id for d in plan.decisions if d.kind is DecisionKind.START}
         events: list[dict[str, object]] = []
+        phys = loaded.devices
         for wid in applied.changed:
             new, before, row = applied.states[wid], old[wid], rows[wid]
             fresh = new.events[len(before.events):]
+            new = phys.state(new, physical=True, known_attempts=len(before.attempts))
             codec.state_to_row(new, row, now)
             events += lifecycle_rows(org_id, wid, row.team, fresh, now)
             if not fresh and new.reason != before.reason and new.reason is not None:
@@ -183,7 +185,8 @@ class Scheduler:
                     self.metrics.admission.labels(loaded.org_slug, row.team).observe(
                         max(0.0, now - loaded.submitted_at.get(wid, now)))
         for p in applied.preemptions:
-            victim = old[p.victim]
+            victim = phys.state(old[p.victim], physical=True,
+                                known_attempts=len(old[p.victim].attempts))
             session.add(DecisionRow(
                 org_id=org_id, pool=victim.pool or "", kind="stop", workload_id=p.victim,
                 attempt=p.attempt, run_id=run_id(p.victim, p.attempt),
@@ -195,7 +198,7 @@ class Scheduler:
                 self.metrics.preemptions.labels(loaded.org_slug, victim.team).inc()
         write_events(session, events)
         wl_repo.clear_exiting(session, org_id)
-        for e in applied.exiting:
+        for e in (phys.exiting(x, physical=True) for x in applied.exiting):
             session.add(ExitingRow(org_id=org_id, workload_id=e.workload_id, attempt=e.attempt,
                                    team=e.team, pool=e.pool,
                                    placement=codec.placement_to_json(e.placement),

@@ -9,6 +9,8 @@ from sqlalchemy.orm import Session
 
 from apportion.domain.lifecycle import WorkloadState
 from apportion.engine.snapshot import Snapshot
+from apportion.service import devices
+from apportion.service.devices import IDENTITY, DeviceMap
 from apportion.service.loading import load_tree
 from apportion.store import codec
 from apportion.store.models import WorkloadRow
@@ -24,6 +26,8 @@ class Loaded:
     cycle_id: int
     submitted_at: dict[int, float]
     org_slug: str = ""
+    #: engine device numbering <-> physical (devices used by unmanaged pods hidden)
+    devices: DeviceMap = IDENTITY
 
 
 class StateCache:
@@ -72,16 +76,19 @@ def load_snapshot(
     org = repo.get_org(session, org_id)
     tree = load_tree(session, org_id)
     pools = {p.name: codec.pool_from_row(p) for p in repo.list_pools(session, org_id)}
-    nodes = tuple(codec.node_from_row(n) for n in repo.list_nodes(session, org_id))
+    node_rows = repo.list_nodes(session, org_id)
     active = (cache or StateCache()).active(session, org_id)
-    states = tuple(state for state, _at in active)
     exiting = tuple(
         codec.exiting_from_row(e) for e in wl_repo.list_exiting(session, org_id)
         if e.exits_at > now
     )
+    devmap = devices.build(node_rows, (s for s, _at in active), exiting)
+    nodes = tuple(devices.engine_node(codec.node_from_row(n), devmap) for n in node_rows)
+    states = tuple(devmap.state(state, physical=False) for state, _at in active)
+    exiting = tuple(devmap.exiting(e, physical=False) for e in exiting)
     snap = Snapshot(
         now=int(now), tree=tree, pools=pools, nodes=nodes, workloads=states,
         exiting=exiting, version=org.sched_version,
     )
     submitted = {state.id: at for state, at in active}
-    return Loaded(snap, org.last_cycle + 1, submitted, org.slug)
+    return Loaded(snap, org.last_cycle + 1, submitted, org.slug, devmap)

@@ -20,7 +20,7 @@ log = logging.getLogger("apportion.server")
 class ControlPlane:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.db = Database(settings.database_url)
+        self.db = Database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
         self.metrics = Metrics(self.db)
         self.tokens = TokenVerifier(self.db)
         holder = settings.holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"

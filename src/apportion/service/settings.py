@@ -38,6 +38,8 @@ class Settings:
     rate_burst: float = 400.0
     idempotency_ttl: float = 24 * 3600.0
     run_scheduler: bool = True
+    #: SQLite only: NORMAL survives a killed process; FULL also a power loss
+    sqlite_synchronous: str = "NORMAL"
     holder: str = ""
 
     @classmethod
@@ -54,6 +56,7 @@ class Settings:
             "rate_limit": _float("APPORTION_RATE_LIMIT", 200.0),
             "rate_burst": _float("APPORTION_RATE_BURST", 400.0),
             "run_scheduler": env.get("APPORTION_SCHEDULER", "1") not in ("0", "false", "no"),
+            "sqlite_synchronous": env.get("APPORTION_SQLITE_SYNCHRONOUS") or "NORMAL",
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -35,7 +35,7 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def _sqlite_engine(url: str, begin: str) -> Engine:
+def _sqlite_engine(url: str, begin: str, synchronous: str = "NORMAL") -> Engine:
     engine = create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": 30},
@@ -48,7 +48,7 @@ def _sqlite_engine(url: str, begin: str) -> Engine:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA synchronous={synchronous}")
         cur.execute("PRAGMA busy_timeout=30000")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
@@ -63,7 +63,11 @@ def _sqlite_engine(url: str, begin: str) -> Engine:
 class Database:
     """Engines and transaction scopes for one database URL."""
 
-    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+    def __init__(self, url: str, *, pool_size: int = 10, sqlite_synchronous: str = "NORMAL"
+                 ) -> None:
+        if sqlite_synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"sqlite synchronous must be NORMAL, FULL or EXTRA, not "
+                             f"{sqlite_synchronous!r}")
         self.url = normalize_url(url)
         parsed = make_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -71,8 +75,9 @@ class Database:
             db_path = parsed.database
             if db_path and db_path != ":memory:":
                 Path(db_path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            self.engine = _sqlite_engine(self.url, "BEGIN IMMEDIATE")
-            self.read_engine = _sqlite_engine(self.url, "BEGIN")
+            sync = sqlite_synchronous.upper()
+            self.engine = _sqlite_engine(self.url, "BEGIN IMMEDIATE", sync)
+            self.read_engine = _sqlite_engine(self.url, "BEGIN", sync)
         else:
             self.engine = create_engine(
                 self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True

@@ -106,3 +106,16 @@ def test_round_trip_through_the_control_plane(cluster: Cluster, tmp_path: Path) 
     assert (ex.log_dir(ok, 1) / "pod-0.log").read_text() == "hi\n"
     events = cluster.admin.workload_events(bad, limit=100).items
     assert any("exited with code 2" in e["message"] for e in events)
+
+
+def test_a_stop_right_after_the_start_is_never_missed(tmp_path: Path) -> None:
+    ex = _executor(tmp_path)
+    for i in range(1, 11):
+        ex.start(_run(["sleep", "30"], rid=f"w{i}-a1"))
+        if i % 2:
+            time.sleep(0.005 * i)  # vary where in the wrapper's start-up the stop lands
+        ex.stop(f"w{i}-a1", 20)
+    started = time.monotonic()
+    for i in range(1, 11):
+        assert _final(ex, f"w{i}-a1") is RunStatus.STOPPED
+    assert time.monotonic() - started < 5  # SIGTERM did it, not the 20 s SIGKILL

@@ -40,12 +40,20 @@ from apportion.agent.inventory import DEFAULT_MEMORY, nvidia_smi_gpus
 from apportion.agent.model import NodeInfo, Observed, Run, RunStatus
 from apportion.domain.workload import PodPlacement
 
-#: ``$0`` is the pod's base path. The TERM trap keeps the wrapper alive until its
-#: command has ended (a trap runs after the foreground command), so the exit code
-#: is written even when the pod is stopped; the trap is not inherited by the command.
+#: ``$0`` is the pod's base path. The command runs as a child of the wrapper, which
+#: forwards SIGTERM to it and waits for it, so the exit code is written even when
+#: the pod is stopped. The executor writes ``$0.stop`` before it signals the group:
+#: a stop that arrived before the child existed is caught by the check after the
+#: spawn (and a SIGTERM caught before ``$c`` was set by the ``stop`` flag). Every
+#: forwarded SIGTERM waits 0.1 s: one that lands between the child's fork and its
+#: exec hits the shell's inherited trap and is lost. SIGKILL at the end of the
+#: grace (to the whole group) is the backstop.
 WRAPPER = (
-    'trap : TERM; echo $$ > "$0.pid.tmp" && mv "$0.pid.tmp" "$0.pid"; '
-    '"$@"; rc=$?; echo $rc > "$0.exit.tmp"; mv "$0.exit.tmp" "$0.exit"; exit $rc'
+    'trap \'stop=1; [ -n "$c" ] && { sleep 0.1; kill -TERM "$c" 2>/dev/null; }\' TERM; '
+    'echo $$ > "$0.pid.tmp" && mv "$0.pid.tmp" "$0.pid"; "$@" & c=$!; '
+    'if [ -n "$stop" ] || [ -e "$0.stop" ]; then sleep 0.1; kill -TERM "$c" 2>/dev/null; fi; '
+    'wait "$c"; rc=$?; while kill -0 "$c" 2>/dev/null; do wait "$c"; rc=$?; done; '
+    'echo $rc > "$0.exit.tmp"; mv "$0.exit.tmp" "$0.exit"; exit $rc'
 )
 #: seconds the other pods of a gang get after one of them failed
 FAILURE_GRACE = 5.0
@@ -165,6 +173,8 @@ class LocalExecutor:
         local.is_stopping = True
         local.kill_at = self.clock() + max(0.0, grace_seconds)
         for pod in local.pods:
+            with contextlib.suppress(OSError):
+                pod.base.with_suffix(".stop").touch()  # before the signal: see WRAPPER
             pod.signal(signal.SIGTERM)
 
     def poll(self) -> list[Observed]:

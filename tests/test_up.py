@@ -61,8 +61,11 @@ def test_up_runs_workloads_preempts_and_stops_cleanly(tmp_path: Path) -> None:
                 if _count(client, "Running") and _count(client, "Preempted"):
                     break
                 time.sleep(0.25)
-            assert _count(client, "Running") > 0
-            assert _count(client, "Preempted") > 0
+            statuses = [(w["id"], w["name"], w["status"], (w.get("reason") or {}).get("code"))
+                         for w in client.list_workloads(limit=100).items]
+            log = (tmp_path / "up" / "apportion.log").read_text()[-3000:]
+            assert _count(client, "Running") > 0, (statuses, log)
+            assert _count(client, "Preempted") > 0, (statuses, log)
             pool = client.get_pool("demo")
             assert pool["capacity"] == 128 and pool["agent"]["status"] == "connected"
         proc.send_signal(signal.SIGINT)

@@ -34,7 +34,7 @@ class WaitingQueue:
     """
 
     def __init__(
-        self, workloads: Iterable[WorkloadState], deficit: Callable[[str], Fraction]
+        self, workloads: Iterable[WorkloadState], deficit: Callable[[str], Fraction | int]
     ) -> None:
         self._deficit = deficit
         levels: dict[tuple[int, int], dict[str, list[WorkloadState]]] = {}
@@ -47,7 +47,7 @@ class WaitingQueue:
                 queue.sort(key=lambda w: (w.submitted_at, w.id), reverse=True)
             self._levels.append(teams)
         self._teams: dict[str, list[WorkloadState]] = {}
-        self._heap: list[tuple[Fraction, int, int, str, int]] = []
+        self._heap: list[tuple[Fraction | int, int, int, str, int]] = []
         self._version: dict[str, int] = {}
 
     def _push(self, team: str) -> None:

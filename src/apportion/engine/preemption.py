@@ -165,12 +165,12 @@ class VictimSearch:
         for parent in (*tree.path(self.w.team)[1:], None):
             within[c_w] = removable
             siblings = tree.children(parent) if parent is not None else tree.top_level()
-            floor_w = ps.excess(c_w) + self.need - removable
+            floor_w = ps.excess_key(c_w) + (self.need - removable) * ps.scale
             added = 0
             for sib in siblings:
                 if sib == c_w:
                     continue
-                ex_v = ps.excess(sib)
+                ex_v = ps.excess_key(sib)
                 if ex_v > 0 and floor_w < ex_v:
                     teams.extend(self.ws.leaves_under(sib))
                     added += ps.ledger.elastic_usage(sib)
@@ -200,10 +200,10 @@ class VictimSearch:
         if v.spec.is_reserved:  # a reserved nomination, taken by rank alone
             return Verdict.PASS
         c_w, c_v = self._lca_children(v.team)
-        before = self.ps.excess(c_v)
+        before = self.ps.excess_key(c_v)
         if before <= 0:
             return Verdict.FAIL_FOREVER
-        return Verdict.PASS if self.ps.excess(c_w) < before else Verdict.FAIL_NOW
+        return Verdict.PASS if self.ps.excess_key(c_w) < before else Verdict.FAIL_NOW
 
     def _lca_children(self, team: str) -> tuple[str, str]:
         pair = self._lca.get(team)
@@ -297,11 +297,17 @@ class VictimSearch:
                     chosen.append(v)
             return (chosen, free) if self.fit(dom, free) is not None else (None, free)
 
-        def eligible(v: WorkloadState) -> bool:
-            return self.eligible(v) and (dom is None or self._touches(v, dom))
+        index = self.ps.victims
+        sub = index.domain(dom) if dom is not None else None
+        eligible = self.eligible
+        if sub is not None:
+            index = sub
+        elif dom is not None:
+            def eligible(v: WorkloadState) -> bool:
+                return self.eligible(v) and self._touches(v, dom)
 
-        queue = VictimQueue(self.ps.victims, self._teams(), self.ws.workloads.__getitem__,
-                            eligible, self.ps.excess, self.verdict)
+        queue = VictimQueue(index, self._teams(), self.ws.workloads.__getitem__,
+                            eligible, self.ps.excess_key, self.verdict)
         try:
             while self.fit(dom, free) is None:
                 pick = queue.pick()

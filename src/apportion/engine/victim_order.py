@@ -20,8 +20,7 @@ from __future__ import annotations
 import bisect
 import enum
 import heapq
-from collections.abc import Callable, Iterable
-from fractions import Fraction
+from collections.abc import Callable, Iterable, Mapping
 
 from apportion.domain.lifecycle import WorkloadState
 
@@ -32,14 +31,24 @@ Item = tuple[int, int, int]  # (priority, -started_at, id): cheapest first
 
 
 class VictimIndex:
-    """Candidate victims of one pool, by (rank, team), sorted cheapest first."""
+    """Candidate victims of one pool, by (rank, team), sorted cheapest first.
 
-    __slots__ = ("groups", "milli", "where")
+    With topology ``levels`` it also keeps one sub-index per domain (a workload
+    with pods in two racks is in both), so a per-domain search reads only the
+    domain's candidates.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_labels", "domains", "groups", "levels", "milli", "where")
+
+    def __init__(
+        self, levels: tuple[str, ...] = (), node_labels: Mapping[str, Mapping[str, str]] = {}
+    ) -> None:
         self.groups: dict[GroupKey, list[Item]] = {}
-        self.where: dict[int, tuple[GroupKey, Item]] = {}
+        self.where: dict[int, tuple[GroupKey, Item, tuple[tuple[str, str], ...]]] = {}
         self.milli: dict[int, int] = {}
+        self.levels = levels
+        self._labels = node_labels
+        self.domains: dict[tuple[str, str], VictimIndex] = {}
 
     def add(self, w: WorkloadState, rank: int, milli: int) -> None:
         """Index ``w`` (replacing any earlier entry) with the milli it would free."""
@@ -47,17 +56,44 @@ class VictimIndex:
         key = (rank, w.team)
         item = (w.spec.priority, -(w.started_at or 0), w.id)
         bisect.insort(self.groups.setdefault(key, []), item)
-        self.where[w.id] = (key, item)
+        doms = self._domains_of(w)
+        self.where[w.id] = (key, item, doms)
         self.milli[w.id] = milli
+        for dom in doms:
+            sub = self.domains.get(dom)
+            if sub is None:
+                sub = self.domains[dom] = VictimIndex()
+            sub.add(w, rank, milli)
+
+    def _domains_of(self, w: WorkloadState) -> tuple[tuple[str, str], ...]:
+        if not self.levels:
+            return ()
+        pods = w.placement if w.status.is_placed else w.nomination
+        found = set()
+        for pod in pods:
+            labels = self._labels.get(pod.node, {})
+            for level in self.levels:
+                value = labels.get(level)
+                if value is not None:
+                    found.add((level, value))
+        return tuple(sorted(found))
 
     def discard(self, wid: int) -> None:
         got = self.where.pop(wid, None)
         if got is None:
             return
-        key, item = got
+        key, item, doms = got
         group = self.groups[key]
         del group[bisect.bisect_left(group, item)]
         del self.milli[wid]
+        for dom in doms:
+            self.domains[dom].discard(wid)
+
+    def domain(self, dom: tuple[str, str]) -> VictimIndex | None:
+        """The sub-index of one domain; None if ``dom``'s level is not indexed."""
+        if dom[0] not in self.levels:
+            return None
+        return self.domains.get(dom) or VictimIndex()
 
     def teams(self) -> list[str]:
         return sorted({team for (_rank, team), items in self.groups.items() if items})
@@ -69,14 +105,15 @@ class Verdict(enum.Enum):
     FAIL_FOREVER = 2  # cannot pass again in this search
 
 
-Entry = tuple[int, int, int, Fraction, int, int, int, str, int]
+Entry = tuple[int, int, int, int, int, int, int, str, int]
 
 
 class VictimQueue:
     """The greedy's order over an index, restricted to ``teams``.
 
     ``eligible`` filters single candidates (static rules, domain); ``test``
-    is 6.4's dynamic test; ``excess`` reads a leaf team's excess now.
+    is 6.4's dynamic test; ``excess`` reads a leaf team's excess now (any
+    exact, order-preserving form, e.g. scaled to integers).
     """
 
     def __init__(
@@ -85,7 +122,7 @@ class VictimQueue:
         teams: Iterable[str],
         lookup: Callable[[int], WorkloadState],
         eligible: Callable[[WorkloadState], bool],
-        excess: Callable[[str], Fraction],
+        excess: Callable[[str], int],
         test: Callable[[WorkloadState], Verdict],
     ) -> None:
         self._index, self._lookup, self._eligible = index, lookup, eligible

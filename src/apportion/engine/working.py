@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from math import lcm
 
 from apportion.domain.cluster import Pool
 from apportion.domain.lifecycle import Status, WorkloadState
@@ -34,6 +35,8 @@ class PoolState:
     cluster: ClusterState
     capacity: int
     entitlements: Entitlements | None = None
+    scale: int = 1
+    scaled: dict[str, int] = field(default_factory=dict)
     #: Workload ids whose usage is counted here (placed or nominated), by id.
     users: dict[int, int] = field(default_factory=dict)
     #: Candidate victims (elastic placed work, nominations, holds), sorted.
@@ -67,6 +70,25 @@ class PoolState:
     def entitlement(self, team: str) -> Fraction:
         return self.entitlements.of(team) if self.entitlements is not None else Fraction(0)
 
+    def set_entitlements(self, ents: Entitlements) -> None:
+        """Keep the exact shares, and the same shares as integers over one common
+        denominator, so the hot comparisons (excess, deficit) stay exact without
+        building a Fraction each time."""
+        self.entitlements = ents
+        scale = 1
+        for value in ents.by_team.values():
+            scale = lcm(scale, value.denominator)
+        self.scale = scale
+        self.scaled = {t: v.numerator * (scale // v.denominator) for t, v in ents.by_team.items()}
+
+    def excess_key(self, team: str) -> int:
+        """``excess(team) x scale``: exact, an int, ordered like the excess."""
+        return self.ledger.usage(team) * self.scale - self.scaled.get(team, 0)
+
+    def deficit_key(self, team: str) -> int:
+        """``deficit(team) x scale``."""
+        return -self.excess_key(team)
+
     def excess(self, team: str) -> Fraction:
         return self.ledger.usage(team) - self.entitlement(team)
 
@@ -85,10 +107,12 @@ class WorkingState:
         for name in sorted(snapshot.pools):
             nodes = snapshot.pool_nodes(name)
             cluster = ClusterState(snapshot.pools[name], nodes)
+            labels = {n.name: n.labels for n in nodes}
             self.pools[name] = PoolState(
                 snapshot.pools[name], Ledger(self.tree, name), cluster, cluster.capacity,
-                node_labels={n.name: n.labels for n in nodes},
+                node_labels=labels,
                 schedulable=frozenset(n.name for n in nodes if n.is_schedulable),
+                victims=VictimIndex(snapshot.pools[name].topology, labels),
             )
         self._undo: list[tuple[str, PoolState, int, bool, int]] = []
         self._never: dict[tuple[int, str], bool] = {}
@@ -198,7 +222,7 @@ class WorkingState:
                                w.submitted_at, w.id)
                 )
         for name, ps in self.pools.items():
-            ps.entitlements = entitlements(self.tree, name, ps.capacity, demand[name])
+            ps.set_entitlements(entitlements(self.tree, name, ps.capacity, demand[name]))
 
     def demand_milli(self, ps: PoolState, w: WorkloadState) -> int:
         """A workload's demand in a pool (SPEC 4); 0 if it could never run there."""

@@ -135,11 +135,12 @@ def parse_time(value: str | None, field: str) -> float | None:
 
 def envelope(
     request: Request, data: Any, *, status: int = 200, next_after: int | None = None,
-    total: int | None = None, replayed: bool = False,
+    total: int | None = None, replayed: bool = False, next_token: str | None = None,
 ) -> JSONResponse:
+    token = next_token if next_token is not None else encode_cursor(next_after)
     body = {
         "data": data,
-        "metadata": {"next_token": encode_cursor(next_after), "total_count": total},
+        "metadata": {"next_token": token, "total_count": total},
         "request_id": request_id(request),
     }
     headers = {"Idempotent-Replayed": "true"} if replayed else None

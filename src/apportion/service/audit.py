@@ -4,16 +4,16 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert
+from sqlalchemy import Table, insert
 from sqlalchemy.orm import Session
 
 from apportion.service.context import Ctx
 from apportion.store.db import Database
 from apportion.store.models import AuditRow
 
-_INSERT = insert(AuditRow.__table__)
+_INSERT = insert(cast(Table, AuditRow.__table__))
 
 
 def record(

@@ -13,10 +13,11 @@ from sqlalchemy.orm import Session
 
 from apportion.domain.quantities import gpus_number
 from apportion.engine.snapshot import CycleConfig
+from apportion.service.authz import require_submit
 from apportion.service.context import Ctx
 from apportion.service.loading import load_parents
 from apportion.service.snapshots import load_snapshot
-from apportion.service.workloads import check_team, parse_spec, require_submit
+from apportion.service.workloads import check_team, parse_spec
 from apportion.store import codec
 
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert
+from sqlalchemy import Table, insert
 from sqlalchemy.orm import Session
 
 from apportion.domain.lifecycle import Event
 from apportion.store.models import EventRow
 
-_INSERT = insert(EventRow.__table__)
+_INSERT = insert(cast(Table, EventRow.__table__))
 
 
 def event_row(

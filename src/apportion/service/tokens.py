@@ -112,7 +112,7 @@ def _validate_token_body(body: dict[str, Any]) -> tuple[str, Role, list[str], st
     if not isinstance(name, str) or not 1 <= len(name) <= 255:
         raise ValidationError("name", "must be a string of 1-255 characters")
     try:
-        role = Role(body.get("role"))
+        role = Role(str(body.get("role")))
     except ValueError:
         raise ValidationError(
             "role", f"{body.get('role')!r} is not a role", ", ".join(r.value for r in Role)

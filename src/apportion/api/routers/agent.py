@@ -53,13 +53,8 @@ async def decisions(
     while not items and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
         items, nxt = await run_in_threadpool(fetch)
-    response = envelope(request, items, total=None)
     # The cursor is a plain integer (not an opaque page token): agents persist it.
-    import json
-
-    body = json.loads(response.body)
-    body["metadata"]["next_token"] = str(nxt)
-    return JSONResponse(body)
+    return envelope(request, items, next_token=str(nxt))
 
 
 @router.post("/agent/reports", response_model=Envelope[ReportRead])

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, delete, select, update
+from typing import cast
+
+from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
 from apportion.domain.errors import NotFound
 from apportion.store.models import NodeRow, OrgRow, PoolRow, ReservationRow, TeamRow
 
-_orgs, _teams = OrgRow.__table__, TeamRow.__table__
+_orgs, _teams = cast(Table, OrgRow.__table__), cast(Table, TeamRow.__table__)
 #: Prebuilt statements for the hot path (parameters bound at execution, no rebuild).
 _BUMP = (update(_orgs).where(_orgs.c.id == bindparam("oid"))
          .values(sched_version=_orgs.c.sched_version + 1))
@@ -43,7 +45,7 @@ def advance_if_current(
 ) -> bool:
     """Conditional update: True (and the version advanced) only if the org's
     scheduling version is still ``expected``."""
-    t = OrgRow.__table__
+    t = _orgs
     res = session.connection().execute(
         update(t)
         .where(t.c.id == org_id, t.c.sched_version == expected)

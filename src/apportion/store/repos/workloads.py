@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Select, delete, select
 from sqlalchemy.orm import Session
@@ -40,7 +41,7 @@ def get_workload(
     return row
 
 
-def _workload_query(org_id: int, f: WorkloadFilter) -> Select[tuple[WorkloadRow]]:
+def _workload_query(org_id: int, f: WorkloadFilter) -> Select[Any]:
     q = select(WorkloadRow).where(WorkloadRow.org_id == org_id)
     if f.statuses:
         q = q.where(WorkloadRow.status.in_(list(f.statuses)))

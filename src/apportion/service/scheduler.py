@@ -61,6 +61,9 @@ class Scheduler:
         self.clock = clock
         self.token: int | None = None
         self.cache = StateCache()
+        #: entitlements last committed per org (a plan that changes only these commits too)
+        self._shares: dict[int, object] = {}
+        self._committing: tuple[int, object] | None = None
 
     # -- the lease --------------------------------------------------------------
     def acquire(self) -> bool:
@@ -120,7 +123,8 @@ class Scheduler:
             applied = _apply(loaded, plan)  # pure: outside the write transaction
             try:
                 with self.db.write() as session:
-                    return self._commit(session, org_id, loaded, plan, started, applied)
+                    outcome = self._commit(session, org_id, loaded, plan, started, applied)
+                return self._committed(outcome)
             except StaleSnapshot:
                 continue
         started = time.perf_counter()
@@ -128,7 +132,16 @@ class Scheduler:
             session.execute(select(OrgRow.id).where(OrgRow.id == org_id).with_for_update())
             loaded = load_snapshot(session, org_id, self.clock(), self.cache)
             plan = _run(loaded)
-            return self._commit(session, org_id, loaded, plan, started, _apply(loaded, plan))
+            outcome = self._commit(session, org_id, loaded, plan, started, _apply(loaded, plan))
+        return self._committed(outcome)
+
+    def _committed(self, outcome: CycleOutcome) -> CycleOutcome:
+        """After the transaction committed: remember the entitlements written."""
+        if outcome.committed and self._committing is not None:
+            org_id, shares = self._committing
+            self._shares[org_id] = shares
+        self._committing = None
+        return outcome
 
     def _commit(
         self, session: Session, org_id: int, loaded: Loaded, plan: Plan, started: float,
@@ -142,7 +155,9 @@ class Scheduler:
         duration = time.perf_counter() - started
         if self.metrics is not None:
             self.metrics.cycle_duration.observe(duration)
-        if not applied.changed and applied.exiting == snap.exiting:
+        shares = {p: dict(t) for p, t in plan.entitlements.items()}
+        if (not applied.changed and applied.exiting == snap.exiting
+                and self._shares.get(org_id) == shares):
             return CycleOutcome(False, 0, len(plan.decisions), duration)
         now = self.clock()
         if not repo.advance_if_current(session, org_id, snap.version, plan.cycle_id, now):
@@ -152,6 +167,7 @@ class Scheduler:
                              fencing_token=token, snapshot_version=snap.version, at=now,
                              duration_ms=duration * 1000, decisions=len(plan.decisions)))
         sec_repo.replace_entitlements(session, org_id, plan.entitlements)
+        self._committing = (org_id, shares)
         return CycleOutcome(True, len(applied.changed), len(plan.decisions), duration)
 
     def _write_states(

@@ -43,7 +43,10 @@ def server(
     except ApportionError as exc:
         print(f"apportion server: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
-    if control.bootstrap_token:
+    if control.bootstrap_token and settings.bootstrap_token:
+        print(f"apportion: created organization {settings.bootstrap_org!r} with the org_admin "
+              "token from APPORTION_BOOTSTRAP_TOKEN", file=sys.stderr, flush=True)
+    elif control.bootstrap_token:
         print(
             "apportion: created organization "
             f"{settings.bootstrap_org!r}; its org_admin token (shown once):\n"

@@ -135,11 +135,15 @@ def test_validation_errors_name_the_field_and_store_nothing(
     assert _count(api) == before
 
 
-@pytest.fixture(scope="module")
-def validation_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    """One server for the table of validation cases (SQLite; both backends share
-    the validation code, which runs before any write)."""
-    url = f"sqlite:///{tmp_path_factory.mktemp('val')}/a.db"
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def validation_api(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Api]:
+    """One server per backend for the whole table of validation cases."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('val')}/a.db"
+    else:
+        url = request.getfixturevalue("pg_server").create_database()
     for api in make_api(url):
         api.org()
         yield api
@@ -176,9 +180,31 @@ def test_team_tree_operations(api: Api) -> None:
     assert api.call("GET", "/v1/teams/vision").status_code == 404
 
 
-def test_rate_limit_429(tmp_path: object) -> None:
-    for api in make_api(f"sqlite:///{tmp_path}/r.db", rate_limit=1.0, rate_burst=3.0):
+def test_rate_limit_429(backend_url: str) -> None:
+    for api in make_api(backend_url, rate_limit=1.0, rate_burst=3.0):
         codes = [api.call("GET", "/v1/teams").status_code for _ in range(5)]
         assert codes[:3] == [200, 200, 200] and codes[-1] == 429
         r = api.call("GET", "/v1/teams")
         assert r.json()["error"]["code"] == "RATE_LIMITED" and int(r.headers["retry-after"]) >= 1
+
+
+def test_idempotency_key_under_concurrent_retries(api: Api) -> None:
+    import threading
+
+    api.org()
+    h = {**api.admin, "Idempotency-Key": "race"}
+    body = {"name": "raced", "team": "nlp", "gpus": 1}
+    results: list[tuple[int, int]] = []
+
+    def post() -> None:
+        r = api.call("POST", "/v1/workloads", h, json=body)
+        results.append((r.status_code, r.json()["data"]["id"]))
+
+    threads = [threading.Thread(target=post) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {code for code, _ in results} == {201}
+    assert len({wid for _, wid in results}) == 1
+    assert _count(api) == 1

@@ -67,6 +67,9 @@ def test_elastic_preempted_by_higher_priority_and_stale_attempt_ignored(api: Api
     metrics = api.client.get("/metrics").text
     assert 'apportion_preemptions_total{org="default",team="nlp"} 1.0' in metrics
     assert "apportion_pending_workloads" in metrics
+    assert 'apportion_time_to_admission_seconds_count{org="default",team="production"}' in metrics
+    assert "apportion_cycle_duration_seconds_count" in metrics
+    assert 'apportion_gpus_in_use{kind="elastic",org="default",team="production"} 8.0' in metrics
 
 
 def test_dry_run_changes_nothing(api: Api) -> None:

@@ -84,6 +84,16 @@ def test_role_endpoint_matrix(api: Api) -> None:
     assert denied and all(a["actor"] and a["token_id"] and a["request_id"] for a in denied)
 
 
+def test_members_list_only_their_teams(api: Api) -> None:
+    api.org()
+    member = api.token("mem", "member", ["nlp"])
+    api.submit(name="n", team="nlp", gpus=1)
+    api.submit(name="p", team="production", gpus=1)
+    assert [w["team"] for w in api.ok("GET", "/v1/workloads", member)] == ["nlp"]
+    assert api.ok("GET", "/v1/workloads", member, params={"team": "production"}) == []
+    assert len(api.ok("GET", "/v1/workloads", api.token("v", "viewer"))) == 2
+
+
 def test_cancel_rights(api: Api) -> None:
     api.org()
     member = api.token("mem", "member", ["nlp"])

@@ -208,3 +208,19 @@ def test_idempotency_key_under_concurrent_retries(api: Api) -> None:
     assert {code for code, _ in results} == {201}
     assert len({wid for _, wid in results}) == 1
     assert _count(api) == 1
+
+
+def test_short_lists_paginate_too(api: Api) -> None:
+    api.org()
+    for i in range(5):
+        api.ok("POST", "/v1/teams", json={"slug": f"extra-{i}"})
+    seen, token = [], None
+    while True:
+        params = {"limit": 3, **({"next_token": token} if token else {})}
+        body = api.call("GET", "/v1/teams", params=params).json()
+        assert body["metadata"]["total_count"] == 9
+        seen += [t["slug"] for t in body["data"]]
+        token = body["metadata"]["next_token"]
+        if token is None:
+            break
+    assert len(seen) == 9 == len(set(seen))

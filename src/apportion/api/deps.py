@@ -147,6 +147,16 @@ def envelope(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def page_of(request: Request, items: list[Any], page: Paging) -> JSONResponse:
+    """A page of a short, fully loaded list (teams, pools, nodes, ...); the
+    cursor is then an offset into the list's stable order."""
+    start = page.after or 0
+    chunk = items[start:start + page.limit]
+    more = start + page.limit < len(items)
+    return envelope(request, chunk, next_after=start + page.limit if more else None,
+                    total=len(items))
+
+
 def run_command(
     request: Request, ctx: Ctx, idem: Idempotency | None, fn: Callable[[Session], Any],
     *, status: int = 200, poke: bool = True,

@@ -7,7 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 
-from apportion.api.deps import CtxDep, IdemDep, PageDep, body_of, envelope, parse_time, read
+from apportion.api.deps import (
+    CtxDep,
+    IdemDep,
+    PageDep,
+    body_of,
+    envelope,
+    page_of,
+    parse_time,
+    read,
+)
 from apportion.api.deps import run_command as command
 from apportion.api.schemas import (
     AuditRead,
@@ -54,13 +63,13 @@ def patch_current_org(
 
 
 @router.get("/organizations", response_model=Envelope[list[OrgRead]], tags=["organizations"])
-def list_orgs(request: Request, ctx: CtxDep) -> JSONResponse:
+def list_orgs(request: Request, ctx: CtxDep, page: PageDep) -> JSONResponse:
     require_admin(ctx, "organization.list", "organizations")
     if not ctx.actor.is_system_org:
         raise deny(ctx, "organization.list", "organizations",
                    "org_admin of the bootstrap organization")
     data = read(request, lambda s: [org_view(o) for o in repo.list_orgs(s)])
-    return envelope(request, data, total=len(data))
+    return page_of(request, data, page)
 
 
 @router.post("/organizations", status_code=201, response_model=Envelope[OrgCreated],
@@ -79,10 +88,10 @@ def create_token(request: Request, ctx: CtxDep, idem: IdemDep, body: TokenCreate
 
 
 @router.get("/tokens", response_model=Envelope[list[TokenRead]], tags=["tokens"])
-def list_tokens(request: Request, ctx: CtxDep) -> JSONResponse:
+def list_tokens(request: Request, ctx: CtxDep, page: PageDep) -> JSONResponse:
     require_admin(ctx, "token.list", "tokens")
     data = read(request, lambda s: [token_view(t) for t in sec_repo.list_tokens(s, ctx.org_id)])
-    return envelope(request, data, total=len(data))
+    return page_of(request, data, page)
 
 
 @router.get("/tokens/self", response_model=Envelope[TokenRead], tags=["tokens"])
@@ -103,12 +112,14 @@ def revoke_token(request: Request, ctx: CtxDep, token_id: str) -> JSONResponse:
 
 # -- teams ----------------------------------------------------------------------------------
 @router.get("/teams", response_model=Envelope[list[TeamRead]], tags=["teams"])
-def list_teams(request: Request, ctx: CtxDep, parent: str | None = None) -> JSONResponse:
+def list_teams(
+    request: Request, ctx: CtxDep, page: PageDep, parent: str | None = None
+) -> JSONResponse:
     require_reader(ctx, "team.read", "teams")
     data = read(request, lambda s: svc.team_views(s, ctx.org_id))
     if parent is not None:
         data = [t for t in data if t["parent"] == parent]
-    return envelope(request, data, total=len(data))
+    return page_of(request, data, page)
 
 
 @router.get("/teams/{slug}", response_model=Envelope[TeamRead], tags=["teams"])
@@ -143,12 +154,12 @@ def delete_team(request: Request, ctx: CtxDep, slug: str, if_match: IfMatch = No
 @router.get("/reservations", response_model=Envelope[list[ReservationRead]],
             tags=["reservations"])
 def list_reservations(
-    request: Request, ctx: CtxDep, team: str | None = None, pool: str | None = None
+    request: Request, ctx: CtxDep, page: PageDep, team: str | None = None, pool: str | None = None
 ) -> JSONResponse:
     require_reader(ctx, "reservation.read", "reservations")
     data = read(request, lambda s: [reservation_view(r) for r in
                                     repo.list_reservations(s, ctx.org_id, team, pool)])
-    return envelope(request, data, total=len(data))
+    return page_of(request, data, page)
 
 
 @router.put("/reservations/{team}/{pool}", response_model=Envelope[ReservationRead],

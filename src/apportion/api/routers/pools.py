@@ -7,7 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 
-from apportion.api.deps import CtxDep, IdemDep, body_of, envelope, read, run_command
+from apportion.api.deps import (
+    CtxDep,
+    IdemDep,
+    PageDep,
+    body_of,
+    envelope,
+    page_of,
+    read,
+    run_command,
+)
 from apportion.api.schemas import (
     Envelope,
     NodeRead,
@@ -26,10 +35,10 @@ IfMatch = Annotated[int | None, Header(alias="If-Match", description="expected v
 
 
 @router.get("/pools", response_model=Envelope[list[PoolRead]], tags=["pools"])
-def list_pools(request: Request, ctx: CtxDep) -> JSONResponse:
+def list_pools(request: Request, ctx: CtxDep, page: PageDep) -> JSONResponse:
     require_reader(ctx, "pool.read", "pools")
     data = read(request, lambda s: svc.pool_views(s, ctx.org_id))
-    return envelope(request, data, total=len(data))
+    return page_of(request, data, page)
 
 
 @router.get("/pools/{name}", response_model=Envelope[PoolRead], tags=["pools"])
@@ -63,15 +72,15 @@ def delete_pool(request: Request, ctx: CtxDep, name: str, if_match: IfMatch = No
 
 @router.get("/nodes", response_model=Envelope[list[NodeRead]], tags=["nodes"])
 def list_nodes(
-    request: Request, ctx: CtxDep, pool: str | None = None, state: str | None = None
+    request: Request, ctx: CtxDep, page: PageDep, pool: str | None = None, state: str | None = None
 ) -> JSONResponse:
     require_reader(ctx, "node.read", "nodes")
     data = read(request, lambda s: svc.node_views(s, ctx.org_id, pool, state))
-    return envelope(request, data, total=len(data))
+    return page_of(request, data, page)
 
 
 @router.get("/pools/{name}/nodes", response_model=Envelope[list[NodeRead]], tags=["nodes"])
-def list_pool_nodes(request: Request, ctx: CtxDep, name: str) -> JSONResponse:
+def list_pool_nodes(request: Request, ctx: CtxDep, page: PageDep, name: str) -> JSONResponse:
     require_reader(ctx, "node.read", f"pool/{name}")
 
     def fn(s):  # type: ignore[no-untyped-def]
@@ -79,7 +88,7 @@ def list_pool_nodes(request: Request, ctx: CtxDep, name: str) -> JSONResponse:
         return svc.node_views(s, ctx.org_id, name)
 
     data = read(request, fn)
-    return envelope(request, data, total=len(data))
+    return page_of(request, data, page)
 
 
 @router.get("/nodes/{name}", response_model=Envelope[NodeRead], tags=["nodes"])
@@ -109,16 +118,16 @@ def uncordon(request: Request, ctx: CtxDep, idem: IdemDep, name: str,
 
 
 @router.get("/capacity/pools", response_model=Envelope[list[PoolCapacity]], tags=["capacity"])
-def pool_capacity(request: Request, ctx: CtxDep) -> JSONResponse:
+def pool_capacity(request: Request, ctx: CtxDep, page: PageDep) -> JSONResponse:
     require_reader(ctx, "capacity.read", "pools")
     data = read(request, lambda s: svc.pool_capacity_views(s, ctx.org_id))
-    return envelope(request, data, total=len(data))
+    return page_of(request, data, page)
 
 
 @router.get("/capacity/teams", response_model=Envelope[list[TeamCapacity]], tags=["capacity"])
 def team_capacity(
-    request: Request, ctx: CtxDep, pool: str | None = None, team: str | None = None
+    request: Request, ctx: CtxDep, page: PageDep, pool: str | None = None, team: str | None = None
 ) -> JSONResponse:
     require_reader(ctx, "capacity.read", "teams")
     data = read(request, lambda s: svc.team_capacity_views(s, ctx.org_id, pool, team))
-    return envelope(request, data, total=len(data))
+    return page_of(request, data, page)

@@ -61,6 +61,10 @@ class RequestIdMiddleware:
         finally:
             route = scope.get("route")
             path = getattr(route, "path", "unmatched")
+            if scope.get("path", "").startswith("/v1/") and path.startswith("/") and not (
+                path.startswith("/v1/")
+            ):
+                path = "/v1" + path  # routers are mounted under /v1
             self.control.metrics.http.labels(scope.get("method", ""), path,
                                              str(status["code"])).inc()
 

@@ -22,7 +22,8 @@ def G(n: float) -> int:
 
 
 class World:
-    def __init__(self) -> None:
+    def __init__(self, cycle_fn: Any = None) -> None:
+        self.cycle_fn = cycle_fn or run_cycle
         self.pools: dict[str, Pool] = {}
         self.nodes: list[Node] = []
         self.teams: list[Team] = []
@@ -76,14 +77,20 @@ class World:
 
     # -- running ----------------------------------------------------------------
     def snapshot(self) -> Snapshot:
-        tree = build_tree(self.teams, self.reservations)
+        """The current state; tree and node tuples are kept while unchanged, so a
+        kept-state cycle runner can reuse its work."""
+        key = (tuple(self.teams), tuple(sorted(self.reservations.items())), tuple(self.nodes))
+        if getattr(self, "_snap_key", None) != key:
+            self._snap_key = key
+            self._tree = build_tree(self.teams, self.reservations)
+            self._nodes = tuple(self.nodes)
         live = tuple(w for w in self.states.values() if not w.status.is_terminal)
-        return Snapshot(self.now, tree, self.pools, tuple(self.nodes), live,
+        return Snapshot(self.now, self._tree, self.pools, self._nodes, live,
                         tuple(e for e in self.exiting if e.exits_at > self.now))
 
     def cycle(self) -> Plan:
         self.cycle_id += 1
-        plan = run_cycle(self.snapshot(), CycleConfig(cycle_id=self.cycle_id))
+        plan = self.cycle_fn(self.snapshot(), CycleConfig(cycle_id=self.cycle_id))
         applied = apply_plan(self.states, self.exiting, plan)
         self.states = applied.states
         self.exiting = tuple(e for e in applied.exiting if e.exits_at > self.now)

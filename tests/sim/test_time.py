@@ -172,7 +172,7 @@ def test_cycle_limit_names_the_workloads_still_changing() -> None:
 
 
 def test_cycle_limit_exits_3(monkeypatch) -> None:
-    monkeypatch.setattr("apportion.sim.runner.run_cycle", _restless)
+    monkeypatch.setattr("apportion.sim.runner.CycleCache", lambda: _restless)
     run_ = cli("-", stdin=NODE8 + "workloads: [{name: spinner, team: a, gpus: 1}]\n")
     assert run_.exit_code == 3
     assert "spinner" in run_.stderr and "100 scheduling cycles" in run_.stderr

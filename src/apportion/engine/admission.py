@@ -59,7 +59,7 @@ class Admission:
         if w.nomination:
             cluster.unclaim(owner_of(w))
             self.ws.uncount(ps, w)
-            ps.holders.discard(w.id)
+            self.ws.set_holder(ps, w.id, False)
         cluster.occupy(owner_of(w), placement)
         milli = sum(p.milli for p in placement)
         self.ws.count(ps, w, milli)
@@ -96,7 +96,7 @@ class Admission:
                 else:
                     ps.cluster.vacate(owner_of(v))
                 self.ws.workloads[vid] = replace(v, status=Status.PREEMPTED)
-                ps.victims.discard(vid)
+                self.ws.unindex(ps, vid)
                 self.decisions.append(Decision(
                     DecisionKind.PREEMPT, vid, ps.pool.name, by=w.id, milli=v.placed_milli,
                     exits_at=exits_at, message=f"preempted by {w.name} (id {w.id})",
@@ -104,8 +104,8 @@ class Admission:
                 self.bump("preempted")
             else:
                 ps.cluster.unclaim(owner_of(v))
-                ps.holders.discard(vid)
-                ps.victims.discard(vid)
+                self.ws.set_holder(ps, vid, False)
+                self.ws.unindex(ps, vid)
                 self.ws.workloads[vid] = replace(v, nomination=(), is_hold=False)
                 self.decisions.append(Decision(
                     DecisionKind.DENOMINATE, vid, ps.pool.name, by=w.id,
@@ -120,7 +120,7 @@ class Admission:
         if w.nomination:
             cluster.unclaim(owner_of(w))
             self.ws.uncount(ps, w)
-            ps.holders.discard(w.id)
+            self.ws.set_holder(ps, w.id, False)
             w = replace(w, nomination=(), is_hold=False)
         cluster.claim(owner_of(w), found.placement)
         if cluster.can_start_on_claim(owner_of(w)):
@@ -148,7 +148,7 @@ class Admission:
         if w.nomination:
             ps.cluster.unclaim(owner_of(w))
         ps.cluster.claim(owner_of(w), found.placement)
-        ps.holders.add(w.id)
+        self.ws.set_holder(ps, w.id, True)
         held = replace(w, nomination=found.placement, is_hold=True)
         self.ws.workloads[w.id] = held
         self.ws.index(ps, held)

@@ -32,14 +32,17 @@ def run_cycle(snapshot: Snapshot, config: CycleConfig) -> Plan:
 
 
 class _Cycle:
-    def __init__(self, snapshot: Snapshot, config: CycleConfig) -> None:
+    def __init__(
+        self, snapshot: Snapshot, config: CycleConfig, ws: WorkingState | None = None
+    ) -> None:
         self.snapshot = snapshot
         self.config = config
-        self.ws = WorkingState(snapshot)
+        self.ws = ws if ws is not None else WorkingState(snapshot)
         self.adm = Admission(self.ws, snapshot.now)
         self.router = Router(self.ws, self.adm)
 
     def run(self) -> Plan:
+        before = {name: ps.cluster.counters.as_dict() for name, ps in self.ws.pools.items()}
         self.ws.compute_entitlements(routed={})
         self.step0_start_nominated()
         routed = self.step1_route()
@@ -47,9 +50,9 @@ class _Cycle:
         for name in sorted(self.ws.pools):
             self.step3_admit(self.ws.pools[name], set(routed))
         counters = dict(self.adm.counters)
-        for ps in self.ws.pools.values():
+        for name, ps in self.ws.pools.items():  # this cycle's work only
             for key, value in ps.cluster.counters.as_dict().items():
-                counters[key] = counters.get(key, 0) + value
+                counters[key] = counters.get(key, 0) + value - before[name].get(key, 0)
         return Plan(
             cycle_id=self.config.cycle_id,
             snapshot_version=self.snapshot.version,
@@ -76,7 +79,7 @@ class _Cycle:
             if not all(p.node in ps.schedulable for p in w.nomination):
                 ps.cluster.unclaim(owner_of(w))
                 self.ws.uncount(ps, w)
-                ps.victims.discard(w.id)
+                self.ws.unindex(ps, w.id)
                 self.ws.workloads[w.id] = replace(w, nomination=())
                 self.adm.decisions.append(Decision(
                     DecisionKind.DENOMINATE, w.id, ps.pool.name,
@@ -131,8 +134,8 @@ class _Cycle:
         if w.nomination:
             ps.cluster.unclaim(owner_of(w))
             self.ws.uncount(ps, w)
-            ps.holders.discard(w.id)
-        ps.victims.discard(w.id)
+            self.ws.set_holder(ps, w.id, False)
+        self.ws.unindex(ps, w.id)
         self.ws.workloads[w.id] = replace(w, status=Status.PENDING, pool=None, nomination=())
         self.adm.decisions.append(Decision(DecisionKind.UNROUTE, w.id, None, reason=reason))
 

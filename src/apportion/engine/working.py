@@ -13,7 +13,7 @@ from fractions import Fraction
 from math import lcm
 
 from apportion.domain.cluster import Pool
-from apportion.domain.lifecycle import Status, WorkloadState
+from apportion.domain.lifecycle import Exiting, Status, WorkloadState
 from apportion.domain.org import OrgTree
 from apportion.engine.fairshare import DemandItem, Entitlements, entitlements
 from apportion.engine.ledger import Ledger
@@ -117,31 +117,100 @@ class WorkingState:
         self._undo: list[tuple[str, PoolState, int, bool, int]] = []
         self._never: dict[tuple[int, str], bool] = {}
         self._leaves: dict[str, tuple[str, ...]] = {}
-        self._load(snapshot)
-
-    def _load(self, snapshot: Snapshot) -> None:
+        self._touched: set[int] = set()
+        self._keep_undo = False
         for ex in sorted(snapshot.exiting, key=lambda e: (e.workload_id, e.attempt)):
-            ps = self.pools.get(ex.pool)
-            if ps is not None:
-                ps.cluster.occupy_exiting((ex.workload_id, ex.attempt), ex.placement)
+            self.load_exiting(ex, +1)
         for w in sorted(snapshot.workloads, key=lambda w: w.id):
-            ps = self.pools.get(w.pool or "")
-            if ps is None or w.team not in self.tree.teams:
+            self.load(w)
+        self._undo.clear()
+
+    # -- loading (the snapshot's state, outside any cycle) ---------------------
+    def load_exiting(self, ex: Exiting, sign: int) -> None:
+        """Add (+1) or remove (-1) a preempted attempt's devices still held."""
+        ps = self.pools.get(ex.pool)
+        if ps is None:
+            return
+        if sign > 0:
+            ps.cluster.occupy_exiting((ex.workload_id, ex.attempt), ex.placement)
+        else:
+            ps.cluster.vacate((ex.workload_id, ex.attempt))
+
+    def load(self, w: WorkloadState) -> None:
+        """Count a snapshot workload's devices, usage and victim entry."""
+        ps = self.pools.get(w.pool or "")
+        if ps is None or w.team not in self.tree.teams:
+            return
+        if w.status.is_placed:
+            ps.cluster.occupy(owner_of(w), w.placement)
+            self.count(ps, w, w.placed_milli)
+        elif w.status is Status.QUEUED and w.nomination:
+            ps.cluster.claim(owner_of(w), w.nomination)
+            if w.is_hold:
+                ps.holders.add(w.id)
+            else:
+                self.count(ps, w, w.nominated_milli)
+        self.index(ps, w)
+
+    def unload(self, w: WorkloadState) -> None:
+        """Undo :meth:`load` for a workload that left or changed."""
+        ps = self.pools.get(w.pool or "")
+        if ps is None or w.team not in self.tree.teams:
+            return
+        if w.status.is_placed:
+            ps.cluster.vacate(owner_of(w))
+        elif w.status is Status.QUEUED and w.nomination:
+            ps.cluster.unclaim(owner_of(w))
+            ps.holders.discard(w.id)
+        self.uncount(ps, w)
+        ps.victims.discard(w.id)
+
+    # -- cycles on a kept state (see engine/cache.py) --------------------------
+    def begin_cycle(self, snapshot: Snapshot) -> tuple[int, dict[str, int]]:
+        """Start a cycle whose changes :meth:`end_cycle` takes back."""
+        self.snapshot = snapshot
+        self.workloads = {w.id: w for w in snapshot.workloads}
+        self._undo.clear()
+        self._touched = set()
+        self._keep_undo = True
+        return self.checkpoint()
+
+    def end_cycle(
+        self, token: tuple[int, dict[str, int]], loaded: dict[int, WorkloadState]
+    ) -> None:
+        """Roll the state back to the snapshot's (``loaded``: its workloads)."""
+        self.rollback(token)
+        self.release(token)
+        self._undo.clear()
+        self._keep_undo = False
+        for wid in sorted(self._touched):
+            for ps in self.pools.values():
+                ps.victims.discard(wid)
+                ps.holders.discard(wid)
+            w = loaded.get(wid)
+            ps_w = self.pools.get(w.pool or "") if w is not None else None
+            if w is None or ps_w is None or w.team not in self.tree.teams:
                 continue
-            if w.status.is_placed:
-                ps.cluster.occupy(owner_of(w), w.placement)
-                self.count(ps, w, w.placed_milli)
-            elif w.status is Status.QUEUED and w.nomination:
-                ps.cluster.claim(owner_of(w), w.nomination)
-                if w.is_hold:
-                    ps.holders.add(w.id)
-                else:
-                    self.count(ps, w, w.nominated_milli)
-            self.index(ps, w)
+            if w.status is Status.QUEUED and w.nomination and w.is_hold:
+                ps_w.holders.add(wid)
+            self.index(ps_w, w)
+        self._touched = set()
+
+    def set_holder(self, ps: PoolState, wid: int, is_holder: bool) -> None:
+        self._touched.add(wid)
+        if is_holder:
+            ps.holders.add(wid)
+        else:
+            ps.holders.discard(wid)
+
+    def unindex(self, ps: PoolState, wid: int) -> None:
+        self._touched.add(wid)
+        ps.victims.discard(wid)
 
     # -- victim index --------------------------------------------------------
     def index(self, ps: PoolState, w: WorkloadState) -> None:
         """(Re)index ``w`` as a candidate victim in ``ps`` according to its state."""
+        self._touched.add(w.id)
         if w.status.is_placed and not w.spec.is_reserved:
             rank = RUNNING if w.status is Status.RUNNING else STARTING
             ps.victims.add(w, rank, w.placed_milli)
@@ -197,8 +266,10 @@ class WorkingState:
             self.pools[name].cluster.commit_checkpoint(tok)
 
     def forget_undo(self) -> None:
-        """Drop the undo log (between workloads, nothing is rolled back that far)."""
-        self._undo.clear()
+        """Drop the undo log (between workloads, nothing is rolled back that far),
+        unless the whole cycle is to be taken back (a kept state)."""
+        if not self._keep_undo:
+            self._undo.clear()
 
     # -- fair shares ---------------------------------------------------------
     def compute_entitlements(self, routed: dict[int, str]) -> None:

@@ -17,7 +17,7 @@ from apportion.domain.cluster import Node
 from apportion.domain.errors import ApportionError
 from apportion.domain.lifecycle import Exiting, WorkloadState
 from apportion.engine.apply import Preemption, apply_plan
-from apportion.engine.cycle import run_cycle
+from apportion.engine.cache import CycleCache
 from apportion.engine.plan import DecisionKind, Plan
 from apportion.engine.snapshot import CycleConfig, Snapshot
 from apportion.sim.events import apply_event, submit
@@ -73,12 +73,14 @@ def simulate(
 ) -> SimResult:
     """Run ``scenario`` to its end (or to ``until``) and return the outcome.
 
-    ``cycle`` is the engine's ``run_cycle`` unless given (tests pass others).
+    ``cycle`` is the engine's cycle unless given (tests pass others): a
+    :class:`CycleCache`, which keeps the working state between cycles and makes
+    the same plans as ``run_cycle``.
 
     Raises CycleLimitError when one instant needs more than 100 cycles, and
     ValidationError when a given placement does not fit when it is submitted.
     """
-    return _Runner(scenario, cycle or run_cycle).run(until)
+    return _Runner(scenario, cycle or CycleCache()).run(until)
 
 
 class _Runner:

@@ -1,0 +1,41 @@
+"""The kept-state cycle runner makes exactly the plans ``run_cycle`` makes."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+
+from apportion.engine.cache import CycleCache
+from tests.engine.harness import World
+from tests.engine.test_cycle_properties import worlds
+
+
+def replay(world: World, steps: list[dict], cached: bool) -> list:
+    cache = CycleCache()
+    w = World(cache if cached else None)
+    w.pools, w.nodes, w.teams, w.reservations = world.pools, world.nodes, world.teams, dict(
+        world.reservations)
+    from apportion.domain.lifecycle import Status, transition
+
+    for step in steps:
+        prio = {"reserved": 100 + 100 * step["priority_shift"],
+                "elastic": 25 * (step["priority_shift"] + 1)}[step["wclass"]]
+        topo = {"level": "rack", "mode": step["topology"]} if step["topology"] else None
+        w.submit(step["name"], step["team"], step["gpus"], pods=step["pods"],
+                 wclass=step["wclass"], priority=prio, topology=topo,
+                 requeue_on_preemption=step["requeue"])
+        w.settle()
+        running = [s for s in w.states.values() if s.status is Status.RUNNING]
+        for s in running[: step["complete"] % 3]:
+            w.states[s.id] = transition(s, Status.COMPLETED, w.now)
+        w.advance(30)
+        w.settle()
+    if cached:
+        assert cache.rebuilds == 1 and cache.updates > 0
+    return [p.decisions for p in w.plans]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(worlds())
+def test_cached_plans_equal_fresh_plans(case: tuple[World, list[dict]]) -> None:
+    world, steps = case
+    assert replay(world, steps, cached=True) == replay(world, steps, cached=False)

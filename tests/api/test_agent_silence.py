@@ -40,3 +40,15 @@ def test_silent_agent_marks_nodes_unknown_and_reconciles(quick_api: Api) -> None
     assert api.workload(late["id"])["status"] == "Starting"
     kinds = [e["type"] for e in api.ok("GET", "/v1/events", params={"type": "pool.agent"})]
     assert len(kinds) == 3  # connected, silent, connected
+
+
+def test_keepalive_heartbeat_keeps_the_inventory(api: Api) -> None:
+    agent = api.org(gpus_per_node=8, nodes=2)
+    w = api.submit(name="x", team="nlp", gpus=1)
+    api.cycle()
+    api.ok("POST", "/v1/agent/heartbeat", agent, json={})
+    assert [n["state"] for n in api.ok("GET", "/v1/nodes")] == ["ready", "ready"]
+    assert api.workload(w["id"])["status"] == "Starting"
+    api.ok("POST", "/v1/agent/heartbeat", agent, json={"nodes": []})
+    assert [n["state"] for n in api.ok("GET", "/v1/nodes")] == ["down", "down"]
+    assert api.workload(w["id"])["status"] == "Failed"

@@ -90,11 +90,20 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
                       message=f"node {node.name}: {health}", data={"node": node.name,
                                                                     "pool": pool_name})
         row.last_seen_at = now
+    # Without "nodes" the heartbeat is a keep-alive: the inventory is unchanged,
+    # but nodes of a silent period come back from ``unknown``.
     for name, row in existing.items():
-        if row.pool == pool_name and name not in seen and row.health != "down":
+        if row.pool != pool_name or name in seen:
+            continue
+        if "nodes" in body and row.health != "down":
             _fail_on_node(session, ctx, name, now)
             row.health, row.version = "down", row.version + 1
             changed = True
+        elif "nodes" not in body and row.health == "unknown":
+            row.health, row.version = "ready", row.version + 1
+            changed = True
+        if "nodes" not in body:
+            row.last_seen_at = now
     if pool.agent_status != "connected":
         add_event(session, ctx.org_id, "pool.agent", cause=ctx.cause,
                   message=f"agent of pool {pool_name} connected", data={"pool": pool_name})

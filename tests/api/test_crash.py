@@ -15,6 +15,10 @@ from contextlib import contextmanager
 
 import httpx
 import pytest
+from sqlalchemy import text
+
+from apportion.store.db import make_disposable_engine
+from tests.pgfixture import PgServer
 
 TOKEN = "apt_crashcrash01_" + "c" * 32
 H = {"Authorization": f"Bearer {TOKEN}"}
@@ -27,9 +31,9 @@ def _port() -> int:
 
 
 @contextmanager
-def server(url: str, port: int) -> Iterator[subprocess.Popen[bytes]]:
+def server(url: str, port: int, **extra_env: str) -> Iterator[subprocess.Popen[bytes]]:
     env = {**os.environ, "APPORTION_DATABASE_URL": url, "APPORTION_BOOTSTRAP_TOKEN": TOKEN,
-           "APPORTION_CYCLE_INTERVAL": "0.2", "APPORTION_RATE_LIMIT": "0"}
+           "APPORTION_CYCLE_INTERVAL": "0.2", "APPORTION_RATE_LIMIT": "0", **extra_env}
     proc = subprocess.Popen(
         [sys.executable, "-c", "from apportion.cli.main import main; main()", "server",
          "--port", str(port), "--log-level", "warning"],
@@ -96,3 +100,48 @@ def test_sigkill_loses_no_acknowledged_workload(backend_url: str) -> None:
                 break
     missing = {i: n for i, n in acknowledged.items() if stored.get(i) != n}
     assert not missing, f"{len(missing)} acknowledged workloads lost"
+
+
+@pytest.mark.slow
+def test_two_servers_one_postgres_fail_over(pg_server: PgServer) -> None:
+    """Two server processes on one PostgreSQL: both serve the API, one schedules;
+    kill the leader and the other takes over. Every workload is started exactly
+    once and the committed cycles form one fenced history."""
+    url = pg_server.create_database()
+    ports = [_port(), _port()]
+    bases = [f"http://127.0.0.1:{p}/v1" for p in ports]
+    env = {"APPORTION_LEASE_TTL": "1"}
+    with server(url, ports[0], **env) as first, server(url, ports[1], **env):
+        with httpx.Client(base_url=bases[0], headers=H, timeout=10) as c:
+            c.post("/pools", json={"name": "main"}).raise_for_status()
+            c.post("/teams", json={"slug": "t"}).raise_for_status()
+            agent = c.post("/tokens", json={"name": "ag", "role": "agent", "pool": "main"})
+            agent_h = {"Authorization": f"Bearer {agent.json()['data']['token']}"}
+            c.post("/agent/heartbeat", headers=agent_h,
+                   json={"nodes": [{"name": "n1", "gpus": 64}]}).raise_for_status()
+        ids = []
+        for i in range(40):
+            if i == 20:
+                first.kill()  # whichever was leading, half the work remains
+            base = bases[1] if i >= 20 else bases[i % 2]
+            with httpx.Client(base_url=base, headers=H, timeout=10) as c:
+                r = c.post("/workloads", json={"name": f"w{i}", "team": "t", "gpus": 1})
+                ids.append(r.json()["data"]["id"])
+        with httpx.Client(base_url=bases[1], headers=H, timeout=10) as c:
+            deadline = time.time() + 20
+            while time.time() < deadline:
+                body = c.get("/workloads", params={"status": "Starting", "limit": 100}).json()
+                if body["metadata"]["total_count"] == 40:
+                    break
+                time.sleep(0.2)
+            assert body["metadata"]["total_count"] == 40
+            starts = c.get("/agent/decisions", headers=agent_h, params={"limit": 100}).json()
+        started = [d["workload_id"] for d in starts["data"] if d["kind"] == "start"]
+        assert sorted(started) == sorted(ids)  # exactly once each
+    engine = make_disposable_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT holder, fencing_token FROM cycles ORDER BY id")).all()
+    engine.dispose()
+    tokens = [t for _h, t in rows]
+    assert tokens == sorted(tokens)
+    assert all(len({h for h, t in rows if t == tok}) == 1 for tok in set(tokens))

@@ -127,3 +127,18 @@ def test_other_orgs_objects_are_404_and_tokens_die(api: Api) -> None:
     assert api.call("GET", "/v1/teams", bearer("apt_nope")).status_code == 401
     tokens = api.ok("GET", "/v1/tokens")
     assert all("token" not in t for t in tokens)  # shown once only
+
+
+def test_team_lead_stays_inside_its_subtree(api: Api) -> None:
+    api.org()
+    lead = api.token("lead", "team_lead", ["research"])
+    assert api.call("PATCH", "/v1/teams/vision", lead, json={"parent": "production"}
+                    ).status_code == 403
+    assert api.call("PATCH", "/v1/teams/production", lead, json={"name": "x"}).status_code == 403
+    assert api.call("PUT", "/v1/reservations/production/main", lead, json={"gpus": 1}
+                    ).status_code == 403
+    assert api.call("DELETE", "/v1/teams/research", lead).status_code == 403
+    api.ok("POST", "/v1/teams", lead, json={"slug": "speech", "parent": "research"})
+    api.ok("PATCH", "/v1/teams/speech", lead, json={"parent": "nlp"})  # within its subtree
+    assert api.ok("GET", "/v1/teams/nlp")["children"] == ["speech"]
+    assert api.call("DELETE", "/v1/teams/speech", lead).status_code == 200

@@ -1,5 +1,6 @@
-"""A server killed with SIGKILL and restarted loses no acknowledged workload
-(SQLite and PostgreSQL; a real `apportion server` process on 127.0.0.1)."""
+"""Real `apportion server` processes on 127.0.0.1: a server killed with SIGKILL
+and restarted loses no acknowledged workload; two servers share one
+PostgreSQL; the SSE stream follows live."""
 
 from __future__ import annotations
 
@@ -145,3 +146,21 @@ def test_two_servers_one_postgres_fail_over(pg_server: PgServer) -> None:
     tokens = [t for _h, t in rows]
     assert tokens == sorted(tokens)
     assert all(len({h for h, t in rows if t == tok}) == 1 for tok in set(tokens))
+
+
+def test_sse_stream_follows_live(tmp_path: object) -> None:
+    port = _port()
+    with server(f"sqlite:///{tmp_path}/sse.db", port):
+        base = f"http://127.0.0.1:{port}/v1"
+        with httpx.Client(base_url=base, headers=H, timeout=10) as c:
+            c.post("/teams", json={"slug": "t"}).raise_for_status()
+            seen: list[str] = []
+            with c.stream("GET", "/events/stream", headers={"Last-Event-ID": "1"}) as stream:
+                wid = c.post("/workloads", json={"name": "live", "team": "t", "gpus": 1}
+                             ).json()["data"]["id"]
+                for line in stream.iter_lines():
+                    seen.append(line)
+                    if line.startswith("data:") and f'"workload_id": {wid}' in line:
+                        break
+        ids = [int(x.split(": ")[1]) for x in seen if x.startswith("id: ")]
+        assert ids and min(ids) > 1  # resumed after event 1

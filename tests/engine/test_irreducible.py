@@ -52,7 +52,7 @@ def fits_with(snap: Snapshot, plan: Plan, wid: int, removed: list[int]) -> bool:
         if not search.passes(v):
             return False
         free += search.remove(v)
-    return search.fit(None, free) is not None
+    return search.fit(None, free)
 
 
 @st.composite

@@ -233,12 +233,12 @@ class VictimSearch:
             return False
         return led.cap_breach(team, 0) is None
 
-    def fit(self, domain: tuple[str, str] | None, free: int) -> PlacementResult | None:
+    def fit(self, domain: tuple[str, str] | None, free: int) -> bool:
+        """Does W fit now (quota, then devices), without building the placement?"""
         if free < self.need or not self.quota_ok():
-            return None
+            return False
         self.examined += 1
-        res = self.ps.cluster.place(self.req, domain=domain, allow_exiting=True)
-        return res if res.ok else None
+        return self.ps.cluster.fits(self.req, domain=domain, allow_exiting=True)
 
     # -- the search --------------------------------------------------------------
     def run(self) -> VictimSet | None:
@@ -290,12 +290,12 @@ class VictimSearch:
         chosen: list[WorkloadState] = []
         if self.for_hold:
             for v in self._hold_candidates():
-                if self.fit(dom, free) is not None:
+                if self.fit(dom, free):
                     return chosen, free
                 if dom is None or self._touches(v, dom):
                     free += self.remove(v)
                     chosen.append(v)
-            return (chosen, free) if self.fit(dom, free) is not None else (None, free)
+            return (chosen, free) if self.fit(dom, free) else (None, free)
 
         index = self.ps.victims
         sub = index.domain(dom) if dom is not None else None
@@ -309,7 +309,7 @@ class VictimSearch:
         queue = VictimQueue(index, self._teams(), self.ws.workloads.__getitem__,
                             eligible, self.ps.excess_key, self.verdict)
         try:
-            while self.fit(dom, free) is None:
+            while not self.fit(dom, free):
                 pick = queue.pick()
                 if pick is None:
                     return None, free
@@ -362,7 +362,7 @@ class VictimSearch:
     def _spare(self, v: WorkloadState, dom: tuple[str, str] | None, free: int) -> bool:
         """Put ``v`` back; keep it back if W still fits, else take it out again."""
         self.restore(v)
-        if self.fit(dom, free) is not None:
+        if self.fit(dom, free):
             return True
         self.remove(v)
         return False
@@ -386,7 +386,7 @@ class VictimSearch:
             ws.uncount(ps, c)
         if ok:
             self._devices_back(v)
-            ok = self.fit(dom, free) is not None
+            ok = self.fit(dom, free)
             if not ok:
                 self._devices_out(v)
         if not ok:

@@ -194,6 +194,31 @@ class ClusterState:
             pods=pods, domain=choice.domain, fitting_pods=choice.count, free_milli=free
         )
 
+    def fits(
+        self,
+        req: PlacementRequest,
+        *,
+        domain: tuple[str, str] | None = None,
+        allow_exiting: bool = False,
+    ) -> bool:
+        """Would :meth:`place` succeed? Same rules, but only counts the pods
+        that fit from the indexes and packs nothing (for searches that ask
+        many times and need the placement once)."""
+        _check_request(req)
+        book = self._book
+        fkey = book.filter_key(req.gpu_type, req.node_selector)
+        if fkey is None:
+            return False
+        token = book.mark()
+        try:
+            book.release_claims(req.owner)
+            if allow_exiting:
+                book.ignore_exiting()
+            choice = choose(book, req, fkey, () if domain is None else (domain,), self.counters)
+        finally:
+            book.undo_to(token, keep_mark=False)
+        return isinstance(choice, Choice) and choice.count >= req.min_pods
+
     def can_ever_place(self, req: PlacementRequest) -> PlacementResult | None:
         """None if an empty pool (nodes not down; cordoned count) could hold
         ``req``; else NO_NODE_FITS or TOPOLOGY_UNSATISFIABLE with a message."""

@@ -8,8 +8,8 @@ old, load the new), runs the cycle, and takes the cycle's own changes back with
 the undo logs. Plans are the same as ``run_cycle``'s, bit for bit (tested).
 
 The cache is keyed on the identity of the snapshot's tree and node tuple and
-on the pools' settings: a new tree or node tuple, or a changed pool (a node went down, a reservation changed) starts
-over from scratch.
+on the pools' settings: a new tree or node tuple (a node went down, a
+reservation changed), or a changed pool, starts over from scratch.
 """
 
 from __future__ import annotations

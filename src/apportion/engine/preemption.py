@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.domain.workload import Placement, TopologyMode
-from apportion.engine.placement import PlacementRequest, PlacementResult
+from apportion.engine.placement import PlacementRequest
 from apportion.engine.victim_order import (
     NOMINATION,
     RUNNING,

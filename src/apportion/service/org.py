@@ -25,8 +25,6 @@ from apportion.service.views import org_view, reservation_view, team_view
 from apportion.store.models import ReservationRow, TeamRow, WorkloadRow
 from apportion.store.repos import orgs as repo
 
-TEAM_FIELDS = ("name", "parent", "bursting_priority", "burst_limit_percent")
-
 
 def patch_org(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
     require_admin(ctx, "organization.update", f"organization/{ctx.actor.org_slug}")

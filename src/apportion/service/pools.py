@@ -23,9 +23,6 @@ from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
 from apportion.store.repos import workloads as wl_repo
 
-POOL_FIELDS = ("gpu_type", "gpu_memory_mib", "topology", "start_delay", "preemption_grace",
-               "starvation_hold_after")
-
 
 def pool_views(session: Session, org_id: int) -> list[dict[str, Any]]:
     nodes = repo.list_nodes(session, org_id)

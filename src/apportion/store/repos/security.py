@@ -3,7 +3,7 @@ entitlements."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from fractions import Fraction
 
 from sqlalchemy import delete, select
@@ -93,6 +93,3 @@ def list_entitlements(session: Session, org_id: int) -> dict[tuple[str, str], Fr
     q = select(EntitlementRow).where(EntitlementRow.org_id == org_id)
     return {(r.team, r.pool): Fraction(r.value) for r in session.scalars(q)}
 
-
-def token_ids(session: Session, ids: Sequence[str]) -> list[TokenRow]:
-    return list(session.scalars(select(TokenRow).where(TokenRow.id.in_(list(ids)))))

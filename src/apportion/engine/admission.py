@@ -26,6 +26,10 @@ class Admission:
         self.now = now
         self.decisions: list[Decision] = []
         self.counters: dict[str, int] = {}
+        #: Bumped by every committed change; failed searches are remembered per
+        #: generation (see :meth:`find_victims`).
+        self.generation = 0
+        self._failed: dict[tuple[object, ...], int] = {}
         self.touched: set[str] = set()
 
     def bump(self, name: str, by: int = 1) -> None:
@@ -55,6 +59,7 @@ class Admission:
     # -- outcomes ----------------------------------------------------------------
     def start(self, ps: PoolState, w: WorkloadState, placement: Placement) -> None:
         """Queued -> Starting on ``placement`` (dropping any hold or nomination)."""
+        self.generation += 1
         cluster = ps.cluster
         if w.nomination:
             cluster.unclaim(owner_of(w))
@@ -82,6 +87,7 @@ class Admission:
 
     def preempt(self, ps: PoolState, w: WorkloadState, found: VictimSet) -> None:
         """Mark the victims, then nominate ``w`` on its placement (or start it)."""
+        self.generation += 1
         grace = ps.pool.preemption_grace
         exits_at = self.now + grace
         freed = 0
@@ -145,6 +151,7 @@ class Admission:
         found = search_victims(self.ws, ps, w, for_hold=True, counter=self._count_search)
         if found is None:
             return False
+        self.generation += 1
         if w.nomination:
             ps.cluster.unclaim(owner_of(w))
         ps.cluster.claim(owner_of(w), found.placement)
@@ -163,7 +170,25 @@ class Admission:
         self.bump("victim_searches")
 
     def find_victims(self, ps: PoolState, w: WorkloadState) -> VictimSet | None:
-        return search_victims(self.ws, ps, w, counter=self._count_search)
+        """A victim set for ``w``, or None.
+
+        A search that failed is not repeated for a workload of the same team,
+        class, priority and shape while nothing has changed since (same
+        generation): it would examine the same candidates and fail the same way.
+        """
+        key: tuple[object, ...] | None = None
+        if not w.nomination:
+            spec = w.spec
+            key = (ps.pool.name, w.team, spec.wclass, spec.priority, ps.charge(w),
+                   spec.request.whole_devices, spec.pods, spec.min_pods, spec.topology,
+                   tuple(sorted(spec.node_selector.items())), spec.gpu_type)
+            if self._failed.get(key) == self.generation:
+                self.bump("victim_searches_skipped")
+                return None
+        found = search_victims(self.ws, ps, w, counter=self._count_search)
+        if found is None and key is not None:
+            self._failed[key] = self.generation
+        return found
 
     def others_elastic(self, ps: PoolState, w: WorkloadState) -> int:
         """Milli of other teams' elastic work in the pool (for FAIR_SHARE)."""

@@ -81,6 +81,7 @@ class _Cycle:
                 self.ws.uncount(ps, w)
                 self.ws.unindex(ps, w.id)
                 self.ws.workloads[w.id] = replace(w, nomination=())
+                self.adm.generation += 1
                 self.adm.decisions.append(Decision(
                     DecisionKind.DENOMINATE, w.id, ps.pool.name,
                     message="a nominated node can no longer take pods",
@@ -131,6 +132,7 @@ class _Cycle:
             queue.touch(self.adm.touched)
 
     def _unroute(self, ps: PoolState, w: WorkloadState, reason: Reason) -> None:
+        self.adm.generation += 1
         if w.nomination:
             ps.cluster.unclaim(owner_of(w))
             self.ws.uncount(ps, w)

@@ -159,7 +159,7 @@ class VictimSearch:
             return self._reachable
         ps, tree = self.ps, self.ws.tree
         teams = [self.w.team]
-        removable = ps.ledger.elastic_usage(self.w.team)
+        removable = self._own_removable()
         within: dict[str, int] = {}
         c_w: str = self.w.team
         for parent in (*tree.path(self.w.team)[1:], None):
@@ -180,6 +180,20 @@ class VictimSearch:
             c_w = parent
         self._reachable, self._removable_total, self._removable_within = teams, removable, within
         return teams
+
+    def _own_removable(self) -> int:
+        """Milli W could take from its own team: lower-priority elastic work and
+        nominations it outranks (the index keeps each group cheapest first)."""
+        total = 0
+        index, prio = self.ps.victims, self.w.spec.priority
+        for rank in (NOMINATION, STARTING, RUNNING):
+            for item in index.groups.get((rank, self.w.team), ()):
+                if item[0] >= prio and not self.w.spec.is_reserved:
+                    if rank != NOMINATION:
+                        break
+                    continue
+                total += index.milli[item[2]]
+        return total
 
     def _may_displace(self, v: WorkloadState) -> bool:
         if v.spec.is_reserved:

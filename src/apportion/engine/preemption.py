@@ -140,11 +140,12 @@ class VictimSearch:
         (the only victims that can free bucket room for reserved W)."""
         top = self.ws.tree.path(self.w.team)[-1]
         total = 0
+        groups = self.ps.victims.groups
         for leaf in self.ws.leaves_under(top):
-            for vid in self.ps.team_users.get(leaf, ()):
-                v = self.ws.workloads[vid]
-                if v.status is Status.QUEUED and v.spec.is_reserved and outranks(self.w, v):
-                    total += self.ps.users.get(vid, 0)
+            for item in groups.get((NOMINATION, leaf), ()):
+                v = self.ws.workloads[item[2]]
+                if v.spec.is_reserved and not v.is_hold and outranks(self.w, v):
+                    total += self.ps.users.get(v.id, 0)
         return total
 
     def _reachable_teams(self) -> list[str]:

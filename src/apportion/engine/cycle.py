@@ -46,7 +46,8 @@ class _Cycle:
         self.ws.compute_entitlements(routed={})
         self.step0_start_nominated()
         routed = self.step1_route()
-        self.ws.compute_entitlements(routed)
+        if routed:  # else the shares are the ones just computed
+            self.ws.compute_entitlements(routed)
         for name in sorted(self.ws.pools):
             self.step3_admit(self.ws.pools[name], set(routed))
         counters = dict(self.adm.counters)

@@ -92,15 +92,22 @@ class Entitlements:
 
 
 def entitlements(
-    tree: OrgTree, pool: str, capacity: int, demand: Iterable[DemandItem]
+    tree: OrgTree,
+    pool: str,
+    capacity: int,
+    demand: Iterable[DemandItem],
+    *,
+    index: PoolIndex | None = None,
 ) -> Entitlements:
     """Entitlements of every team of ``tree`` in ``pool`` (SPEC 4).
 
     ``capacity`` is the pool's capacity in milli-GPU; ``demand`` the workloads'
-    demand there (leaf teams only). Nothing is changed. Raises ValidationError
-    for a demand item of an unknown or non-leaf team, or negative amounts.
+    demand there (leaf teams only). ``index`` is ``index_pool(tree, pool)``
+    when the caller keeps one (it only depends on the tree). Nothing is
+    changed. Raises ValidationError for a demand item of an unknown or non-leaf
+    team, or negative amounts.
     """
-    return DemandBook(tree, pool, demand).entitlements(capacity)
+    return DemandBook(tree, pool, demand, index=index).entitlements(capacity)
 
 
 class DemandBook:
@@ -119,8 +126,15 @@ class DemandBook:
         "_elastic", "_index", "_items", "_reserved", "_reserved_total", "_sorted", "_step1",
     )
 
-    def __init__(self, tree: OrgTree, pool: str, demand: Iterable[DemandItem] = ()) -> None:
-        self._index: PoolIndex = index_pool(tree, pool)
+    def __init__(
+        self,
+        tree: OrgTree,
+        pool: str,
+        demand: Iterable[DemandItem] = (),
+        *,
+        index: PoolIndex | None = None,
+    ) -> None:
+        self._index: PoolIndex = index if index is not None else index_pool(tree, pool)
         self._elastic: dict[int, dict[str, int]] = {}  # priority -> leaf -> milli
         self._reserved_total: dict[str, int] = {}  # leaf -> milli
         self._reserved: dict[str, list[tuple[OrderKey, int]]] = {}  # leaf -> workloads

@@ -15,7 +15,8 @@ from math import lcm
 from apportion.domain.cluster import Pool
 from apportion.domain.lifecycle import Exiting, Status, WorkloadState
 from apportion.domain.org import OrgTree
-from apportion.engine.fairshare import DemandItem, Entitlements, entitlements
+from apportion.engine.fairshare import DemandBook, DemandItem, Entitlements
+from apportion.engine.fairshare_fill import index_pool
 from apportion.engine.ledger import Ledger
 from apportion.engine.placement import ClusterState, Owner, PlacementRequest
 from apportion.engine.snapshot import Snapshot
@@ -119,6 +120,11 @@ class WorkingState:
         self._leaves: dict[str, tuple[str, ...]] = {}
         self._touched: set[int] = set()
         self._keep_undo = False
+        self._books = {
+            name: DemandBook(self.tree, name, index=index_pool(self.tree, name))
+            for name in self.pools
+        }
+        self._demand: dict[int, tuple[str, DemandItem]] = {}
         for ex in sorted(snapshot.exiting, key=lambda e: (e.workload_id, e.attempt)):
             self.load_exiting(ex, +1)
         for w in sorted(snapshot.workloads, key=lambda w: w.id):
@@ -151,6 +157,11 @@ class WorkingState:
             else:
                 self.count(ps, w, w.nominated_milli)
         self.index(ps, w)
+        if w.status is not Status.PENDING and not w.status.is_terminal:
+            item = self._demand_item(ps, w)
+            if item is not None:
+                self._books[ps.pool.name].add(item)
+                self._demand[w.id] = (ps.pool.name, item)
 
     def unload(self, w: WorkloadState) -> None:
         """Undo :meth:`load` for a workload that left or changed."""
@@ -164,6 +175,9 @@ class WorkingState:
             ps.holders.discard(w.id)
         self.uncount(ps, w)
         ps.victims.discard(w.id)
+        got = self._demand.pop(w.id, None)
+        if got is not None:
+            self._books[got[0]].remove(got[1])
 
     # -- cycles on a kept state (see engine/cache.py) --------------------------
     def begin_cycle(self, snapshot: Snapshot) -> tuple[int, dict[str, int]]:
@@ -275,25 +289,32 @@ class WorkingState:
     def compute_entitlements(self, routed: dict[int, str]) -> None:
         """Entitlements per pool from current demand (SPEC 4).
 
-        ``routed`` maps Pending workloads chosen a pool this cycle to it; other
-        Pending work is counted in no pool.
+        The demand of the snapshot's workloads is kept per pool in a
+        :class:`DemandBook`, updated as workloads are loaded and unloaded.
+        ``routed`` maps Pending workloads chosen a pool this cycle to it: their
+        demand is counted for this computation only; other Pending work is
+        counted in no pool.
         """
-        demand: dict[str, list[DemandItem]] = {name: [] for name in self.pools}
-        for w in sorted(self.workloads.values(), key=lambda w: w.id):
-            pool = routed.get(w.id, w.pool)
-            ps = self.pools.get(pool or "")
-            if ps is None or w.status.is_terminal:
-                continue
-            if w.status is Status.PENDING and w.id not in routed:
-                continue
-            milli = self.demand_milli(ps, w)
-            if milli:
-                demand[ps.pool.name].append(
-                    DemandItem(w.team, w.spec.is_reserved, w.spec.priority, milli,
-                               w.submitted_at, w.id)
-                )
-        for name, ps in self.pools.items():
-            ps.set_entitlements(entitlements(self.tree, name, ps.capacity, demand[name]))
+        extra: list[tuple[str, DemandItem]] = []
+        for wid, pool in sorted(routed.items()):
+            ps = self.pools.get(pool)
+            item = self._demand_item(ps, self.workloads[wid]) if ps is not None else None
+            if item is not None:
+                self._books[pool].add(item)
+                extra.append((pool, item))
+        try:
+            for name, ps in self.pools.items():
+                ps.set_entitlements(self._books[name].entitlements(ps.capacity))
+        finally:
+            for pool, item in extra:
+                self._books[pool].remove(item)
+
+    def _demand_item(self, ps: PoolState, w: WorkloadState) -> DemandItem | None:
+        milli = self.demand_milli(ps, w)
+        if not milli:
+            return None
+        return DemandItem(w.team, w.spec.is_reserved, w.spec.priority, milli,
+                          w.submitted_at, w.id)
 
     def demand_milli(self, ps: PoolState, w: WorkloadState) -> int:
         """A workload's demand in a pool (SPEC 4); 0 if it could never run there."""

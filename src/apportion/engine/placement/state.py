@@ -169,6 +169,30 @@ class ClusterState:
         victims as gone (for preemption searches and nominations: the result
         may then lie on devices they still hold; claim it, do not occupy it).
         """
+        return self._query(req, domain, allow_exiting, is_packed=True)
+
+    def fits(
+        self,
+        req: PlacementRequest,
+        *,
+        domain: tuple[str, str] | None = None,
+        allow_exiting: bool = False,
+    ) -> bool:
+        """Would :meth:`place` succeed? Same rules, but only counts the pods
+        that fit from the indexes and packs nothing (for searches that ask
+        many times and need the placement once)."""
+        return self._query(req, domain, allow_exiting, is_packed=False).failure is None
+
+    def _query(
+        self,
+        req: PlacementRequest,
+        domain: tuple[str, str] | None,
+        allow_exiting: bool,
+        *,
+        is_packed: bool,
+    ) -> PlacementResult:
+        """Choose a scope for ``req`` on a marked copy of the book and, if
+        ``is_packed``, pack it; the book is restored before returning."""
         _check_request(req)
         book = self._book
         fkey = book.filter_key(req.gpu_type, req.node_selector)
@@ -185,6 +209,8 @@ class ClusterState:
             choice = choose(book, req, fkey, base, self.counters)
             if not isinstance(choice, Choice):
                 return choice
+            if not is_packed:
+                return PlacementResult(fitting_pods=choice.count, domain=choice.domain)
             free = choice.scope.free_total
             pods = pack(book, choice.scope, req, choice.count, self.counters)
         finally:
@@ -193,31 +219,6 @@ class ClusterState:
         return PlacementResult(
             pods=pods, domain=choice.domain, fitting_pods=choice.count, free_milli=free
         )
-
-    def fits(
-        self,
-        req: PlacementRequest,
-        *,
-        domain: tuple[str, str] | None = None,
-        allow_exiting: bool = False,
-    ) -> bool:
-        """Would :meth:`place` succeed? Same rules, but only counts the pods
-        that fit from the indexes and packs nothing (for searches that ask
-        many times and need the placement once)."""
-        _check_request(req)
-        book = self._book
-        fkey = book.filter_key(req.gpu_type, req.node_selector)
-        if fkey is None:
-            return False
-        token = book.mark()
-        try:
-            book.release_claims(req.owner)
-            if allow_exiting:
-                book.ignore_exiting()
-            choice = choose(book, req, fkey, () if domain is None else (domain,), self.counters)
-        finally:
-            book.undo_to(token, keep_mark=False)
-        return isinstance(choice, Choice) and choice.count >= req.min_pods
 
     def can_ever_place(self, req: PlacementRequest) -> PlacementResult | None:
         """None if an empty pool (nodes not down; cordoned count) could hold

@@ -8,6 +8,7 @@ agent's loop thread only.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 from apportion.agent.model import NodeInfo, Observed, Run
@@ -21,6 +22,9 @@ class Executor(Protocol):
     - ``poll`` returns the current status of every run the executor knows,
       including finished ones until :meth:`forget` is called, and may also
       return runs it finds that nobody told it about (orphans).
+    - ``log_files`` names the files holding each pod's output (pod index → path),
+      which the agent ships to the control plane; ``{}`` when the output lives
+      elsewhere (Kubernetes keeps pod logs itself; the simulator prints nothing).
     - ``adopt`` is called once after an agent restart with the runs its state
       file says were started and not yet finished: the executor re-attaches to
       them (and reports ``lost`` for those it cannot find).
@@ -39,5 +43,7 @@ class Executor(Protocol):
     def adopt(self, runs: Sequence[Run]) -> None: ...
 
     def forget(self, run_id: str) -> None: ...
+
+    def log_files(self, run: Run) -> dict[int, Path]: ...
 
     def close(self) -> None: ...

@@ -7,7 +7,9 @@ Outbound only. One loop, one thread; each pass is these steps:
    plane is unreachable, so outcomes are never lost.
 2. **Heartbeat** on (re)connection and every ``heartbeat_interval``: the
    inventory plus every run's last status (the server reconciles from it).
-3. **Flush** the outbox in order; a report is removed once acknowledged.
+3. **Logs, then flush**: ship the new bytes of the runs' log files (so a run's
+   output is on the server before its outcome), then the outbox in order; a
+   report is removed once acknowledged.
 4. **Decisions**: long-poll ``/v1/agent/decisions`` from the saved cursor; fold
    the batch (a start followed by its stop is never started), apply it, save
    the new cursor.
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from apportion import __version__
+from apportion.agent import logship
 from apportion.agent.executor import Executor
 from apportion.agent.model import (
     Decision,
@@ -55,6 +58,9 @@ class AgentApi(Protocol):
     def agent_report(self, workload_id: int, attempt: int, run_id: str, status: str, *,
                      message: str | None = None,
                      exit_code: int | None = None) -> dict[str, Any]: ...
+
+    def agent_log(self, workload_id: int, attempt: int, run_id: str, pod: int, offset: int,
+                  data: bytes) -> dict[str, Any]: ...
 
 
 class Retry(Exception):
@@ -114,6 +120,8 @@ class Agent:
             return
         self._adopted = True
         runs = [r.run for r in self.state.runs.values()]
+        for run in runs:
+            logship.track(self.state, run, self.executor.log_files(run))
         if runs:
             log.info("adopting %d run(s) from %s", len(runs), self.state_file.path)
             self.executor.adopt(runs)
@@ -150,10 +158,12 @@ class Agent:
             self.clock() - self._last_heartbeat >= self.options.heartbeat_interval
         ):
             self.heartbeat()
+        self.ship_logs()
         self.flush()
         wait = 0.0 if self.state.outbox else self.options.poll_interval
         self.apply(*self.fetch(wait))
         self.observe()
+        self.ship_logs()
         self.flush()
 
     # -- 1. observe -------------------------------------------------------------------------
@@ -238,7 +248,21 @@ class Agent:
                                       ("workload_id", "attempt", "run_id", "status")}
         return [latest[k] for k in sorted(latest)]
 
-    # -- 3. flush ---------------------------------------------------------------------------
+    # -- 3. logs and flush ------------------------------------------------------------------
+
+    def ship_logs(self) -> None:
+        """New bytes of every tracked log file to the control plane (``logship``)."""
+        def send(*args: Any) -> dict[str, Any]:
+            answer: dict[str, Any] = self._call(self.api.agent_log, *args)
+            return answer
+
+        try:
+            changed = logship.ship(self.state, send)
+        except Retry:
+            self._save()  # keep what was acknowledged before the outage
+            raise
+        if changed:
+            self._save()
 
     def flush(self) -> None:
         while self.state.outbox:
@@ -318,6 +342,7 @@ class Agent:
             return
         rec = RunRecord(d.to_run(self.clock()))
         self.state.runs[d.run_id] = rec
+        logship.track(self.state, rec.run, self.executor.log_files(rec.run))
         self._save()  # before the executor starts it: see the state file's invariant
         log.info("%s: start %s (%d pod(s) on %s)", d.run_id, d.exec.name, rec.run.pods,
                  ", ".join(rec.run.nodes))

@@ -8,6 +8,9 @@ atomically (temporary file, fsync, rename) after every change, holding:
   with its phase (``active`` or ``stopping``) and the last status reported;
 - ``outbox``: outcomes (and ``running`` notices) not yet acknowledged by the
   control plane, in the order they happened;
+- ``logs``: per run, the log files of its pods and how many bytes of each the
+  control plane has acknowledged (shipping resumes there after an outage or a
+  restart); an entry goes once its run is finished and every byte is shipped;
 - ``done``: run ids finished recently (bounded), so a decision replayed after a
   crash never starts a finished run a second time.
 
@@ -45,9 +48,14 @@ class AgentState:
     runs: dict[str, RunRecord] = field(default_factory=dict)
     outbox: list[dict[str, Any]] = field(default_factory=list)
     done: list[str] = field(default_factory=list)
+    #: run id -> {"workload_id", "attempt", "files": {pod: path}, "offsets": {pod: int},
+    #: "is_done": bool}; pods are strings (JSON keys)
+    logs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def mark_done(self, run_id: str) -> None:
         self.runs.pop(run_id, None)
+        if run_id in self.logs:
+            self.logs[run_id]["is_done"] = True
         if run_id not in self.done:
             self.done.append(run_id)
             del self.done[:-DONE_KEPT]
@@ -75,14 +83,14 @@ class StateFile:
         }
         return AgentState(pool=pool, cursor=raw.get("cursor"), runs=runs,
                           outbox=list(raw.get("outbox") or []),
-                          done=list(raw.get("done") or []))
+                          done=list(raw.get("done") or []), logs=dict(raw.get("logs") or {}))
 
     def save(self, state: AgentState) -> None:
         body = {
             "format": FORMAT, "pool": state.pool, "cursor": state.cursor,
             "runs": {rid: {"run": run_to_json(r.run), "phase": r.phase, "reported": r.reported}
                      for rid, r in sorted(state.runs.items())},
-            "outbox": state.outbox, "done": state.done,
+            "outbox": state.outbox, "done": state.done, "logs": state.logs,
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".agent-", dir=self.path.parent)

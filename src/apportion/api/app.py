@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from apportion import __version__
 from apportion.api import errors
 from apportion.api.deps import RateLimiter
-from apportion.api.routers import agent, events, org, pools, system, workloads
+from apportion.api.routers import agent, events, logs, org, pools, system, workloads
 from apportion.service.control import ControlPlane
 from apportion.service.settings import Settings
 
@@ -96,7 +96,7 @@ def create_app(settings: Settings | None = None, control: ControlPlane | None = 
     app.state.control = cp
     app.state.rate_limiter = RateLimiter(cp.settings.rate_limit, cp.settings.rate_burst)
     errors.install(app)
-    for module in (org, workloads, pools, events, agent):
+    for module in (org, workloads, pools, events, agent, logs):
         app.include_router(module.router, prefix="/v1")
     app.include_router(system.router)
     app.add_middleware(RequestIdMiddleware, control=cp)

@@ -356,6 +356,15 @@ class Report(Strict):
     exit_code: int | None = None
 
 
+class LogChunk(Strict):
+    workload_id: int
+    attempt: int
+    run_id: str | None = None
+    pod: int = 0
+    offset: int
+    data: str = Field(description="base64 of the log bytes from `offset` (at most 256 KiB)")
+
+
 class Heartbeat(Strict):
     pool: str | None = None
     agent_version: str | None = None
@@ -382,6 +391,15 @@ class DecisionRead(BaseModel):
     grace_seconds: int | None
     reason: str | None
     created_at: str | None
+
+
+class LogChunkRead(BaseModel):
+    accepted: bool
+    workload_id: int
+    attempt: int
+    pod: int
+    next_offset: int
+    note: str
 
 
 class ReportRead(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -91,30 +92,52 @@ def _log_message(e: dict[str, Any]) -> str:
 @command
 def logs(
     ref: Annotated[str, typer.Argument(metavar="NAME|ID")],
-    follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing until it "
-                                         "finishes.")] = False,
+    follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing until the "
+                                         "attempt ends.")] = False,
+    attempt: Annotated[int | None, typer.Option("--attempt", help="Which attempt (default: "
+                                                "the latest).", show_default=False)] = None,
+    pod: Annotated[int | None, typer.Option("--pod", help="One pod's output (default: every "
+                                            "pod, lines prefixed [pod i]).",
+                                            show_default=False)] = None,
+    events: Annotated[bool, typer.Option("--events", help="Instead: the control plane's "
+                                         "transition log (every status and reason).")] = False,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Stop following after "
                                                   "SECONDS.", show_default=False)] = None,
     output: OutputOpt = None,
 ) -> None:
-    """The workload's log as the control plane knows it: every transition and reason,
-    with messages. Container output stays with the executor (see docs/cli.md)."""
+    """What the workload's program printed (stdout and stderr, as its agent shipped it);
+    with --events, its transitions as the control plane recorded them."""
     fmt = common.output_format(output)
     with common.open_client() as client:
         w = resolve_workload(client, ref)
         wid = int(w["id"])
-        entries = list(paginate(client.workload_events, wid))
-        _print_log(entries, fmt)
-        if not follow:
+        if events:
+            _event_log(client, wid, fmt, follow, timeout)
+        elif follow:
+            sink = sys.stdout.buffer
+            for chunk in client.follow_workload_logs(wid, attempt=attempt, pod=pod,
+                                                     timeout=timeout):
+                sink.write(chunk)
+                sink.flush()
+        else:
+            sys.stdout.buffer.write(client.workload_logs(wid, attempt=attempt, pod=pod))
+            sys.stdout.buffer.flush()
+
+
+def _event_log(client: ApportionClient, wid: int, fmt: Format, follow: bool,
+               timeout: float | None) -> None:
+    entries = list(paginate(client.workload_events, wid))
+    _print_log(entries, fmt)
+    if not follow:
+        return
+    after = max((int(e["id"]) for e in entries), default=0)
+    if client.get_workload(wid).get("status") in TERMINAL_STATUSES:
+        return
+    for event in workload_events(client, after=after, timeout=timeout, workload_id=wid):
+        _print_log([event], fmt)
+        if event.get("type") == "workload.status" and event.get("status") in \
+                TERMINAL_STATUSES:
             return
-        after = max((int(e["id"]) for e in entries), default=0)
-        if client.get_workload(wid).get("status") in TERMINAL_STATUSES:
-            return
-        for event in workload_events(client, after=after, timeout=timeout, workload_id=wid):
-            _print_log([event], fmt)
-            if event.get("type") == "workload.status" and event.get("status") in \
-                    TERMINAL_STATUSES:
-                return
 
 
 def _print_log(entries: list[dict[str, Any]], fmt: Format) -> None:

@@ -140,6 +140,32 @@ class BaseClient:
             raise _api_error(response, _json_or_none(response), None)
         return response.text
 
+    def raw(self, method: str, path: str, *, params: Mapping[str, Any] | None = None) -> bytes:
+        """A non-JSON body (``text/plain`` logs) as bytes."""
+        response = self._send(method, path, params=params)
+        if response.is_error:
+            raise _api_error(response, _json_or_none(response), response.headers.get(
+                "X-Request-Id"))
+        return response.content
+
+    def stream_bytes(self, path: str, params: Mapping[str, Any] | None = None, *,
+                     read_timeout: float | None = None) -> Iterator[bytes]:
+        """GET ``path`` and yield the body as it arrives, until the server ends it
+        (or no byte arrives for ``read_timeout`` seconds: then it ends quietly)."""
+        timeout = httpx.Timeout(DEFAULT_TIMEOUT, read=read_timeout)
+        headers = {"X-Request-Id": uuid.uuid4().hex}
+        try:
+            with self._http.stream("GET", path, params=_clean(params), headers=headers,
+                                   timeout=timeout) as response:
+                if response.is_error:
+                    response.read()
+                    raise _api_error(response, _json_or_none(response), None)
+                yield from response.iter_bytes()
+        except httpx.ReadTimeout:
+            return
+        except httpx.TransportError as err:
+            raise ServerUnreachable(self.server, str(err) or type(err).__name__) from err
+
     def _send(
         self,
         method: str,

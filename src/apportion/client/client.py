@@ -7,6 +7,8 @@ Shared by the CLI, the agent and the tests. It returns the API objects unchanged
 
 from __future__ import annotations
 
+import base64
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -59,6 +61,30 @@ class ApportionClient(AdminEndpoints):
                         next_token: str | None = None) -> Page:
         return self.page(f"/v1/workloads/{_seg(workload_id)}/events",
                          {"limit": limit, "next_token": next_token})
+
+    def workload_logs(
+        self, workload_id: int, *, attempt: int | None = None, pod: int | None = None,
+        offset: int | None = None, limit: int | None = None,
+    ) -> bytes:
+        """The program's output (one attempt, default the latest; every pod, each
+        line prefixed ``[pod i] ``, unless ``pod`` is given)."""
+        params = {"attempt": attempt, "pod": pod, "offset": offset, "limit": limit}
+        return self.raw("GET", f"/v1/workloads/{workload_id}/logs", params=params)
+
+    def follow_workload_logs(
+        self, workload_id: int, *, attempt: int | None = None, pod: int | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[bytes]:
+        """Stream the output as it arrives until the attempt ends (or ``timeout``
+        seconds have passed; checked whenever output arrives, and after at most
+        ``timeout`` seconds of silence)."""
+        params = {"attempt": attempt, "pod": pod, "follow": "true"}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for chunk in self.stream_bytes(f"/v1/workloads/{workload_id}/logs", params,
+                                       read_timeout=timeout):
+            yield chunk
+            if deadline is not None and time.monotonic() > deadline:
+                return
 
     def why_workload(self, workload_id: int) -> dict[str, Any]:
         """``{"workload_id", "status", "reason": {"code", "message"} | None, "explanation"}``."""
@@ -157,6 +183,15 @@ class ApportionClient(AdminEndpoints):
         if exit_code is not None:
             body["exit_code"] = exit_code
         return self.data("POST", "/v1/agent/reports", json=body)
+
+    def agent_log(
+        self, workload_id: int, attempt: int, run_id: str, pod: int, offset: int, data: bytes,
+    ) -> dict[str, Any]:
+        """Ship ``data`` of a pod's log from byte ``offset``; returns ``{"accepted",
+        "next_offset", "note", ...}``: continue from ``next_offset``."""
+        body = {"workload_id": workload_id, "attempt": attempt, "run_id": run_id, "pod": pod,
+                "offset": offset, "data": base64.b64encode(data).decode()}
+        return self.data("POST", "/v1/agent/logs", json=body)
 
     # -- other ------------------------------------------------------------------------------
 

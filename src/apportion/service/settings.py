@@ -41,6 +41,8 @@ class Settings:
     #: SQLite only: NORMAL survives a killed process; FULL also a power loss
     sqlite_synchronous: str = "NORMAL"
     holder: str = ""
+    #: bytes of log kept per pod and attempt; what an agent ships beyond is dropped
+    log_max_bytes: int = 64 * 1024 * 1024
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -57,6 +59,7 @@ class Settings:
             "rate_burst": _float("APPORTION_RATE_BURST", 400.0),
             "run_scheduler": env.get("APPORTION_SCHEDULER", "1") not in ("0", "false", "no"),
             "sqlite_synchronous": env.get("APPORTION_SQLITE_SYNCHRONOUS") or "NORMAL",
+            "log_max_bytes": int(_float("APPORTION_LOG_MAX_BYTES", 64 * 1024 * 1024)),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -204,6 +205,30 @@ class DecisionRow(Base):
     exec: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
     reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
     grace_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class LogChunkRow(Base):
+    """Bytes of one pod's log of one attempt, shipped by the agent, from ``offset``
+    (a byte offset into the pod's log file) to ``end_offset`` (exclusive).
+
+    Chunks of one (workload, attempt, pod) never overlap and leave no gaps: the
+    service only appends at the current end (see ``service/logs.py``).
+    """
+
+    __tablename__ = "log_chunks"
+    __table_args__ = (
+        UniqueConstraint("workload_id", "attempt", "pod", "offset"),
+        {"sqlite_autoincrement": True},
+    )
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("organizations.id"))
+    workload_id: Mapped[int] = mapped_column(BigInteger)
+    attempt: Mapped[int] = mapped_column(Integer)
+    pod: Mapped[int] = mapped_column(Integer)
+    offset: Mapped[int] = mapped_column(BigInteger)
+    end_offset: Mapped[int] = mapped_column(BigInteger)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[float] = mapped_column(Float)
 
 

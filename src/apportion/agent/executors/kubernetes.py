@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lightkube import ApiError
@@ -230,6 +231,10 @@ class KubernetesExecutor:
                     self._bind(known.run, mine)
                 out.append(_job_status(rid, job, mine))
         return out
+
+    def log_files(self, run: Run) -> dict[int, Path]:
+        """Pod logs stay with Kubernetes (``kubectl logs``)."""
+        return {}
 
     def forget(self, run_id: str) -> None:
         self.runs.pop(run_id, None)

@@ -186,6 +186,10 @@ class LocalExecutor:
     def close(self) -> None:
         """Processes keep running; the next agent adopts them."""
 
+    def log_files(self, run: Run) -> dict[int, Path]:
+        base = self.log_dir(run.workload_id, run.attempt)
+        return {i: base / f"pod-{i}.log" for i in range(run.pods)}
+
     def log_dir(self, workload_id: int, attempt: int) -> Path:
         return self.log_root / f"w{workload_id}" / f"a{attempt}"
 

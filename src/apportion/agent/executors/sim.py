@@ -23,6 +23,7 @@ import fnmatch
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from apportion.agent.inventory import nodes_from_config
@@ -104,6 +105,10 @@ class SimExecutor:
     def poll(self) -> list[Observed]:
         now = self.clock()
         return [self._observe(sim, now) for _rid, sim in sorted(self.runs.items())]
+
+    def log_files(self, run: Run) -> dict[int, Path]:
+        """Simulated runs print nothing."""
+        return {}
 
     def forget(self, run_id: str) -> None:
         self.runs.pop(run_id, None)

@@ -6,6 +6,7 @@ import time
 
 from apportion.agent.executors.sim import SimExecutor
 from apportion.agent.state import StateFile
+from apportion.client import ApportionClient
 from tests.agent.conftest import Cluster, wait_for
 from tests.agent.test_sim import NODES
 
@@ -72,7 +73,7 @@ def test_outage_runs_keep_running_and_outcomes_arrive_after_recovery(
     assert sim.started == [f"w{done}-a1", f"w{longer}-a1"]
 
 
-def test_agent_with_a_lost_state_file_stops_replayed_runs_that_already_ended(
+def test_agent_with_a_lost_state_file_starts_only_live_runs(
     cluster: Cluster,
 ) -> None:
     a = cluster.agent(SimExecutor(NODES, speed=10.0))
@@ -89,10 +90,38 @@ def test_agent_with_a_lost_state_file_stops_replayed_runs_that_already_ended(
 
     fresh = SimExecutor(NODES, speed=10.0)
     b = cluster.agent(fresh)
-    # the cancelled run is folded away (its stop follows its start in the replay) ...
+    # without a cursor it asks for live decisions only: ended attempts never start
     wait_for(lambda: b.agent.is_caught_up, 10, "replay")
     assert f"w{stopped}-a1" not in fresh.started
-    # ... the finished one is started, refused by the control plane and stopped again
-    wait_for(lambda: list(fresh.runs) == [f"w{live}-a1"], 10, "only the live run left")
+    assert f"w{finished}-a1" not in fresh.started
+    assert list(fresh.runs) == [f"w{live}-a1"]
+    with ApportionClient(cluster.server.url, cluster.agent_token) as api:
+        assert b.agent.state.cursor == int(api.agent_decisions(0).next_token or 0)
     assert cluster.status(finished) == "Completed"
     assert cluster.status(live) == "Running"
+
+
+def test_live_decisions_skip_starts_of_ended_attempts(cluster: Cluster) -> None:
+    a = cluster.agent(SimExecutor(NODES, speed=10.0))
+    wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
+    done = cluster.submit(name="done", gpus=1, duration=1)
+    cluster.wait_status(done, "Completed")
+    gone = cluster.submit(name="gone", gpus=1)
+    cluster.wait_status(gone, "Running")
+    cluster.admin.cancel_workload(gone)
+    live = cluster.submit(name="live", gpus=1)
+    cluster.wait_status(live, "Running")
+    a.halt()
+    api = ApportionClient(cluster.server.url, cluster.agent_token, timeout=5.0)
+    try:
+        every = api.agent_decisions(0)
+        page = api.agent_decisions(0, live=True)
+        starts = [(d["workload_id"], d["kind"]) for d in page.items if d["kind"] == "start"]
+        assert starts == [(live, "start")]
+        assert [d["workload_id"] for d in page.items if d["kind"] == "stop"] == [gone]
+        assert page.next_token == every.next_token  # the pool's last decision
+        first = api.agent_decisions(0, live=True, limit=1)  # paging keeps working
+        assert [d["id"] for d in first.items] == [page.items[0]["id"]]
+        assert first.next_token == str(page.items[0]["id"])
+    finally:
+        api.close()

@@ -53,7 +53,7 @@ class AgentApi(Protocol):
                         runs: list[dict[str, Any]] | None = None) -> dict[str, Any]: ...
 
     def agent_decisions(self, cursor: int = 0, *, limit: int | None = None,
-                        wait: float | None = None) -> Page: ...
+                        wait: float | None = None, live: bool = False) -> Page: ...
 
     def agent_report(self, workload_id: int, attempt: int, run_id: str, status: str, *,
                      message: str | None = None,
@@ -299,12 +299,15 @@ class Agent:
 
     def fetch(self, wait: float) -> tuple[list[Decision], int]:
         """Every decision after the cursor (all pages), long-polling ``wait`` s if none;
-        and the new cursor."""
+        and the new cursor. Without a cursor (no state file, or the server's
+        database was replaced) only live decisions are asked for: starts of
+        attempts that already ended are never started again."""
         out: list[Decision] = []
+        is_live = self.state.cursor is None
         cursor = self.state.cursor or 0
         while True:
             page = self._call(self.api.agent_decisions, cursor, limit=PAGE,
-                              wait=wait if not out else 0)
+                              wait=wait if not out else 0, live=is_live)
             out.extend(decision_from_json(d) for d in page.items)
             if page.next_token is not None:
                 cursor = max(cursor, int(page.next_token))

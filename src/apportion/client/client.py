@@ -162,9 +162,11 @@ class ApportionClient(AdminEndpoints):
         return self.data("POST", "/v1/agent/heartbeat", json=body)
 
     def agent_decisions(self, cursor: int = 0, *, limit: int | None = None,
-                        wait: float | None = None) -> Page:
-        """Decisions with id > ``cursor``; ``Page.next_token`` is the new cursor."""
-        params = {"cursor": cursor, "limit": limit, "wait": wait}
+                        wait: float | None = None, live: bool = False) -> Page:
+        """Decisions with id > ``cursor``; ``Page.next_token`` is the new cursor.
+        ``live``: only starts of attempts still Starting/Running, plus stops."""
+        params = {"cursor": cursor, "limit": limit, "wait": wait,
+                  "live": "true" if live else None}
         result = self.call("GET", "/v1/agent/decisions", params=params,
                            timeout=None if not wait else wait + 30.0)
         return Page(items=list(result.data or []),

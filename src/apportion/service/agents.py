@@ -139,11 +139,22 @@ def _stop(row: WorkloadRow, reason: str, now: float) -> DecisionRow:
                        created_at=now)
 
 
-def decisions(session: Session, ctx: Ctx, cursor: int, limit: int) -> tuple[list[Any], int]:
+def decisions(
+    session: Session, ctx: Ctx, cursor: int, limit: int, *, is_live: bool = False
+) -> tuple[list[Any], int]:
+    """Decisions after ``cursor`` and the new cursor. ``is_live``: only starts of
+    attempts still Starting/Running (plus stops); the last page's cursor is then
+    the pool's last decision id, so the agent skips what it was not sent."""
     pool = ctx.actor.pool or ""
     require_agent(ctx, pool, "agent.decisions")
-    rows = wl_repo.decisions_after(session, ctx.org_id, pool, cursor, limit)
-    return [decision_view(r) for r in rows], (rows[-1].id if rows else cursor)
+    if not is_live:
+        rows = wl_repo.decisions_after(session, ctx.org_id, pool, cursor, limit)
+        return [decision_view(r) for r in rows], (rows[-1].id if rows else cursor)
+    rows = wl_repo.live_decisions_after(session, ctx.org_id, pool, cursor, limit)
+    if len(rows) == limit:
+        return [decision_view(r) for r in rows], rows[-1].id
+    last = wl_repo.last_decision_id(session, ctx.org_id, pool)
+    return [decision_view(r) for r in rows], max(cursor, last)
 
 
 def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:

@@ -41,12 +41,14 @@ async def decisions(
     cursor: Annotated[int, Query(ge=0, description="last decision id seen")] = 0,
     limit: Annotated[int, Query(ge=1, le=100)] = 100,
     wait: Annotated[float, Query(ge=0, le=30, description="long-poll seconds")] = 0,
+    live: Annotated[bool, Query(description="only starts of attempts still Starting/Running "
+                                "(plus stops): for an agent that lost its state")] = False,
 ) -> JSONResponse:
     db = request.app.state.control.db
 
     def fetch() -> tuple[list[object], int]:
         with db.read() as s:
-            return svc.decisions(s, ctx, cursor, limit)
+            return svc.decisions(s, ctx, cursor, limit, is_live=live)
 
     deadline = time.monotonic() + wait
     items, nxt = await run_in_threadpool(fetch)

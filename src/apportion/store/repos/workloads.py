@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Select, delete, select
+from sqlalchemy import Select, and_, delete, or_, select
 from sqlalchemy.orm import Session
 
 from apportion.domain.errors import NotFound
@@ -129,6 +129,28 @@ def decisions_after(
     q = (
         select(DecisionRow)
         .where(DecisionRow.org_id == org_id, DecisionRow.pool == pool, DecisionRow.id > after)
+        .order_by(DecisionRow.id)
+        .limit(limit)
+    )
+    return list(session.scalars(q))
+
+
+def live_decisions_after(
+    session: Session, org_id: int, pool: str, after: int, limit: int
+) -> list[DecisionRow]:
+    """Like :func:`decisions_after`, but only the starts whose attempt is still
+    the workload's current one and Starting or Running (plus every stop): what
+    an agent that lost its state needs, without the starts of ended attempts."""
+    is_live_start = and_(
+        DecisionRow.kind == "start",
+        WorkloadRow.attempt == DecisionRow.attempt,
+        WorkloadRow.status.in_(("Starting", "Running")),
+    )
+    q = (
+        select(DecisionRow)
+        .join(WorkloadRow, WorkloadRow.id == DecisionRow.workload_id)
+        .where(DecisionRow.org_id == org_id, DecisionRow.pool == pool, DecisionRow.id > after,
+               or_(DecisionRow.kind != "start", is_live_start))
         .order_by(DecisionRow.id)
         .limit(limit)
     )

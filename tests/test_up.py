@@ -87,3 +87,16 @@ def test_up_stops_by_itself_after_its_duration(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "admin token" in done.stdout
     assert time.monotonic() - started < 40
+
+
+def test_up_prints_workload_names() -> None:
+    from apportion.cli.up_cmd import status_line
+
+    event = {"id": 9, "type": "workload.status", "at": "2026-01-01T12:00:03Z", "workload_id": 12,
+             "status": "Preempted", "message": "preempted by nlp-train-15 (id 15)",
+             "data": {"name": "vision-sweep-12"}}
+    line = status_line(event)
+    assert line is not None and line.startswith("12:00:03  vision-sweep-12 ")
+    assert "workload 12" not in line and line.endswith("- preempted by nlp-train-15 (id 15)")
+    assert status_line({**event, "data": {}}) is not None  # older events: the id
+    assert "#12" in (status_line({**event, "data": {}}) or "")

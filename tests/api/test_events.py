@@ -27,14 +27,16 @@ def test_events_stream_resumes_from_last_event_id(api: Api) -> None:
     first = _sse(r.text)
     assert [e["data"]["status"] for e in first if e["data"]["workload_id"] == w["id"]] == [
         "Pending", "Queued", "Starting"]
+    # every status event names its workload (submit, cycle and cancel alike)
+    assert {e["data"]["data"]["name"] for e in first if e["event"] == "workload.status"} == {"a"}
     last = first[-1]["id"]
     api.ok("POST", f"/v1/workloads/{w['id']}/cancel")
     r = api.client.get("/v1/events/stream", headers={**api.admin, "Last-Event-ID": str(last)},
                        params={"follow": "false"})
     resumed = _sse(r.text)
     assert resumed and all(e["id"] > last for e in resumed)
-    assert [e["data"]["status"] for e in resumed if e["event"] == "workload.status"] == [
-        "Cancelled"]
+    assert [(e["data"]["status"], e["data"]["data"]["name"]) for e in resumed
+            if e["event"] == "workload.status"] == [("Cancelled", "a")]
     listed = api.ok("GET", "/v1/events", params={"after": last})
     assert [e["id"] for e in listed] == [e["id"] for e in resumed]
 

@@ -219,6 +219,18 @@ apportion is up ({executor} executor, pool {POOL!r} with {capacity:g} GPUs)
 """, flush=True)
 
 
+def status_line(e: dict[str, Any]) -> str | None:
+    """One printed line for a ``workload.status`` event (None: not shown). The
+    workload is named by its name (from the event's ``data``; the id for events
+    written before names were recorded)."""
+    if e.get("status") not in SHOWN:
+        return None
+    at = str(e.get("at", ""))[11:19]
+    name = (e.get("data") or {}).get("name") or f"#{e['workload_id']}"
+    msg = f" - {e['message']}" if e.get("message") else ""
+    return f"{at}  {name:<22}  {e['status']:<9}{msg}"
+
+
 def _follow(admin: ApportionClient, until: float | None, quiet: bool) -> None:
     """Print workload status changes until ``until`` (or forever)."""
     after = 0
@@ -230,11 +242,9 @@ def _follow(admin: ApportionClient, until: float | None, quiet: bool) -> None:
             page = None
         for e in page.items if page else []:
             after = max(after, int(e["id"]))
-            if not quiet and e.get("status") in SHOWN:
-                at = str(e.get("at", ""))[11:19]
-                msg = f" - {e['message']}" if e.get("message") else ""
-                print(f"{at}  workload {e['workload_id']:>4}  {e['status']:<9}{msg}",
-                      flush=True)
+            line = status_line(e)
+            if not quiet and line is not None:
+                print(line, flush=True)
         if page is None or len(page.items) < 100:
             time.sleep(1.0)
 

@@ -129,7 +129,8 @@ def _fail_on_node(session: Session, ctx: Ctx, node: str, now: float) -> None:
         new = transition(state, Status.FAILED, int(now), ctx.cause, f"node {node} is down")
         session.add(_stop(row, "node_down", now))
         codec.state_to_row(new, row, now)
-        add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now)
+        add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now,
+                             row.name)
 
 
 def _stop(row: WorkloadRow, reason: str, now: float) -> DecisionRow:
@@ -191,7 +192,7 @@ def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
         state = transition(state, Status.RUNNING, int(now), cause, "pods running")
     new = transition(state, target, int(now), cause, msg)
     codec.state_to_row(new, row, now)
-    add_lifecycle_events(session, ctx.org_id, wid, row.team, new.events, now)
+    add_lifecycle_events(session, ctx.org_id, wid, row.team, new.events, now, row.name)
     audit.record(session, ctx, "agent.report", f"workload/{wid}",
                  before={"status": status.value}, after={"status": new.status.value})
     repo.bump_sched_version(session, ctx.org_id)

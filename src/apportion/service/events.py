@@ -48,16 +48,17 @@ def add_event(session: Session, org_id: int, type_: str, **fields: Any) -> None:
 
 
 def lifecycle_rows(
-    org_id: int, workload_id: int, team: str, events: Iterable[Event], now: float
+    org_id: int, workload_id: int, team: str, events: Iterable[Event], now: float, name: str
 ) -> list[dict[str, Any]]:
-    """One ``workload.status`` event per lifecycle transition."""
+    """One ``workload.status`` event per lifecycle transition; ``data`` carries the
+    workload's ``name`` (so feeds can print names without a lookup)."""
     return [event_row(org_id, "workload.status", cause=e.cause, message=e.message,
                       workload_id=workload_id, team=team, attempt=e.attempt,
-                      status=e.status.value, at=now) for e in events]
+                      status=e.status.value, at=now, data={"name": name}) for e in events]
 
 
 def add_lifecycle_events(
     session: Session, org_id: int, workload_id: int, team: str, events: tuple[Event, ...],
-    now: float,
+    now: float, name: str,
 ) -> None:
-    write_events(session, lifecycle_rows(org_id, workload_id, team, events, now))
+    write_events(session, lifecycle_rows(org_id, workload_id, team, events, now, name))

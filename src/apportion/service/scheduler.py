@@ -183,7 +183,7 @@ class Scheduler:
             fresh = new.events[len(before.events):]
             new = phys.state(new, physical=True, known_attempts=len(before.attempts))
             codec.state_to_row(new, row, now)
-            events += lifecycle_rows(org_id, wid, row.team, fresh, now)
+            events += lifecycle_rows(org_id, wid, row.team, fresh, now, row.name)
             if not fresh and new.reason != before.reason and new.reason is not None:
                 events.append(event_row(
                     org_id, "workload.reason", cause=f"cycle {plan.cycle_id}",

@@ -76,7 +76,8 @@ def submit(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any
     session.add(row)
     session.flush()
     state = submitted(row.id, spec, int(now), cause=ctx.cause)
-    add_lifecycle_events(session, ctx.org_id, row.id, spec.team, state.events, now)
+    add_lifecycle_events(session, ctx.org_id, row.id, spec.team, state.events, now,
+                         spec.name)
     view = workload_view(row)
     audit.record(session, ctx, "workload.submit", f"workload/{row.id}", after=view)
     repo.bump_sched_version(session, ctx.org_id)
@@ -108,7 +109,7 @@ def cancel(
             created_at=now,
         ))
     codec.state_to_row(new, row, now)
-    add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now)
+    add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now, row.name)
     after = workload_view(row)
     audit.record(session, ctx, "workload.cancel", obj, before=before, after=after)
     repo.bump_sched_version(session, ctx.org_id)

@@ -218,6 +218,10 @@ def test_node_events() -> None:
     assert w["job-x"]["status"] == "Cancelled" and w["job-x"]["ended_at"] == 60
     checkpointed = w["checkpointed"]
     assert [a["status"] for a in checkpointed["attempts"]] == ["Failed", "Running"]
+    assert checkpointed["attempts"][0]["ended_at"] == 100 and checkpointed["submitted_at"] == 0
+    assert [(e["at"], e["attempt"], e["status"]) for e in checkpointed["events"][4:6]] == [
+        (100, 1, "Failed"), (100, 2, "Pending")]
+    assert checkpointed["events"][5]["message"] == "requeued after a failure: node n1 went down"
     assert checkpointed["running_at"] == 200 and nodes_of(checkpointed) == {"n2"}
     assert out["pools"]["main"]["capacity"] == 8
 

@@ -233,6 +233,53 @@ def requeue(state: WorkloadState, at: int, cause: str = "", message: str = "") -
     )
 
 
+def requeue_after_failure(
+    state: WorkloadState, at: int, cause: str = "", message: str = ""
+) -> WorkloadState:
+    """A Starting/Running attempt fails (its node went down) and, as after a
+    preemption with ``requeue_on_preemption``, a new attempt starts at once.
+
+    Two events: the attempt's ``Failed`` (with ``message``), then attempt + 1 in
+    ``Pending``. The failed attempt is kept in ``attempts`` with status Failed;
+    the new one keeps the original submission time (its place in line) and the
+    full duration. Raises IllegalTransition unless Starting or Running.
+    """
+    if not state.status.is_placed:
+        raise IllegalTransition(
+            state.name, state.status.value, "Failed, then Pending (requeue)", state.history()
+        )
+    failed = transition(state, Status.FAILED, at, cause, message)
+    done = Attempt(
+        attempt=failed.attempt,
+        status=Status.FAILED,
+        pool=failed.pool,
+        placement=failed.placement,
+        started_at=failed.started_at,
+        running_at=failed.running_at,
+        ended_at=failed.ended_at,
+        preempted_by=None,
+    )
+    note = f"requeued after a failure: {message}" if message else "requeued after a failure"
+    event = Event(at, failed.attempt + 1, Status.PENDING, cause, note)
+    return replace(
+        failed,
+        status=Status.PENDING,
+        attempt=failed.attempt + 1,
+        pool=None,
+        placement=(),
+        nomination=(),
+        is_hold=False,
+        started_at=None,
+        running_at=None,
+        ended_at=None,
+        preempted_by=None,
+        head_since=None,
+        reason=None,
+        events=(*failed.events, event),
+        attempts=(*failed.attempts, done),
+    )
+
+
 def all_attempts(state: WorkloadState) -> tuple[Attempt, ...]:
     """Every attempt, finished ones first, the current one last."""
     current = Attempt(

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from apportion.domain.cluster import Node
 from apportion.domain.errors import ValidationError
-from apportion.domain.lifecycle import Status, transition
+from apportion.domain.lifecycle import Status, requeue_after_failure, transition
 from apportion.service import audit
 from apportion.service.authz import require_agent
 from apportion.service.context import Ctx
@@ -119,14 +119,19 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
 
 
 def _fail_on_node(session: Session, ctx: Ctx, node: str, now: float) -> None:
-    """A node went down: workloads with pods on it fail (SPEC 5)."""
+    """A node went down: workloads with pods on it fail, or with
+    ``requeue_on_preemption`` fail and start a new attempt in Pending (SPEC 5)."""
     for row in wl_repo.active_workloads(session, ctx.org_id):
         if row.status not in ("Starting", "Running"):
             continue
         if not any(p["node"] == node for p in row.placement or []):
             continue
         state = codec.state_from_row(row)
-        new = transition(state, Status.FAILED, int(now), ctx.cause, f"node {node} is down")
+        message = f"node {node} is down"
+        if state.spec.requeue_on_preemption:
+            new = requeue_after_failure(state, int(now), ctx.cause, message)
+        else:
+            new = transition(state, Status.FAILED, int(now), ctx.cause, message)
         session.add(_stop(row, "node_down", now))
         codec.state_to_row(new, row, now)
         add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now,

@@ -8,7 +8,13 @@ from dataclasses import replace
 
 from apportion.domain.cluster import NodeState
 from apportion.domain.errors import ValidationError
-from apportion.domain.lifecycle import Status, WorkloadState, requeue, submitted, transition
+from apportion.domain.lifecycle import (
+    Status,
+    WorkloadState,
+    requeue_after_failure,
+    submitted,
+    transition,
+)
 from apportion.domain.quantities import format_gpus
 from apportion.sim.scenario import ScenarioEvent, ScenarioWorkload
 from apportion.sim.world import Note, World
@@ -83,15 +89,9 @@ def _fail_workloads_on(world: World, node: str, path: str) -> str:
 def _fail(w: WorkloadState, at: int, cause: str, message: str) -> WorkloadState:
     """The attempt fails; with requeue_on_preemption a new attempt starts in
     Pending, as after a preemption (original submission time, full duration)."""
-    failed = transition(w, Status.FAILED, at, cause, message)
-    if not w.spec.requeue_on_preemption:
-        return failed
-    # requeue() only takes a Preempted attempt: use it for the bookkeeping, then
-    # give the finished attempt back its true status.
-    again = requeue(replace(failed, status=Status.PREEMPTED), at, cause,
-                    "requeued after a node failure")
-    last = replace(again.attempts[-1], status=Status.FAILED)
-    return replace(again, attempts=(*again.attempts[:-1], last))
+    if w.spec.requeue_on_preemption:
+        return requeue_after_failure(w, at, cause, message)
+    return transition(w, Status.FAILED, at, cause, message)
 
 
 def submit(world: World, sw: ScenarioWorkload) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 
 from apportion.engine.cache import CycleCache
+from apportion.engine.snapshot import CycleConfig
 from tests.engine.harness import World
 from tests.engine.test_cycle_properties import worlds
 
@@ -23,6 +24,9 @@ def replay(world: World, steps: list[dict], cached: bool) -> list:
         w.submit(step["name"], step["team"], step["gpus"], pods=step["pods"],
                  wclass=step["wclass"], priority=prio, topology=topo,
                  requeue_on_preemption=step["requeue"])
+        # A plan that is never applied (a dry run, a stale snapshot) must leave
+        # no trace in a kept state.
+        w.cycle_fn(w.snapshot(), CycleConfig(cycle_id=999))
         w.settle()
         running = [s for s in w.states.values() if s.status is Status.RUNNING]
         for s in running[: step["complete"] % 3]:

@@ -64,10 +64,17 @@ class CycleCache:
         gone = sorted(i for i, w in old.items() if new.get(i) is not w)
         came = sorted(i for i, w in new.items() if old.get(i) is not w)
         exiting = set(snapshot.exiting)
+        for wid in sorted(ws.take_provisional()):  # routed last cycle: still so?
+            if wid in came:
+                continue  # its new state is loaded below
+            if wid in new:
+                ws.load(new[wid])  # unchanged, so still Pending: no demand
+            else:
+                ws.set_demand(wid, None, None)
         for ex in sorted(self._exiting - exiting, key=_exit_key):
             ws.load_exiting(ex, -1)
         for i in gone:
-            ws.unload(old[i])
+            ws.unload(old[i], keep_demand=i in new)
         for ex in sorted(exiting - self._exiting, key=_exit_key):
             ws.load_exiting(ex, +1)
         for i in came:

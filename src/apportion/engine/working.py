@@ -75,6 +75,8 @@ class PoolState:
         """Keep the exact shares, and the same shares as integers over one common
         denominator, so the hot comparisons (excess, deficit) stay exact without
         building a Fraction each time."""
+        if self.entitlements is ents:
+            return
         self.entitlements = ents
         scale = 1
         for value in ents.by_team.values():
@@ -125,6 +127,9 @@ class WorkingState:
             for name in self.pools
         }
         self._demand: dict[int, tuple[str, DemandItem]] = {}
+        self._demand_version = dict.fromkeys(self.pools, 0)
+        self._shares: dict[str, tuple[int, int, Entitlements]] = {}
+        self._provisional: set[int] = set()
         for ex in sorted(snapshot.exiting, key=lambda e: (e.workload_id, e.attempt)):
             self.load_exiting(ex, +1)
         for w in sorted(snapshot.workloads, key=lambda w: w.id):
@@ -143,9 +148,10 @@ class WorkingState:
             ps.cluster.vacate((ex.workload_id, ex.attempt))
 
     def load(self, w: WorkloadState) -> None:
-        """Count a snapshot workload's devices, usage and victim entry."""
+        """Count a snapshot workload's devices, usage, victim entry and demand."""
         ps = self.pools.get(w.pool or "")
         if ps is None or w.team not in self.tree.teams:
+            self.set_demand(w.id, None, None)
             return
         if w.status.is_placed:
             ps.cluster.occupy(owner_of(w), w.placement)
@@ -157,14 +163,36 @@ class WorkingState:
             else:
                 self.count(ps, w, w.nominated_milli)
         self.index(ps, w)
-        if w.status is not Status.PENDING and not w.status.is_terminal:
-            item = self._demand_item(ps, w)
-            if item is not None:
-                self._books[ps.pool.name].add(item)
-                self._demand[w.id] = (ps.pool.name, item)
+        is_demand = w.status is not Status.PENDING and not w.status.is_terminal
+        self.set_demand(w.id, ps, self._demand_item(ps, w) if is_demand else None)
 
-    def unload(self, w: WorkloadState) -> None:
-        """Undo :meth:`load` for a workload that left or changed."""
+    def set_demand(self, wid: int, ps: PoolState | None, item: DemandItem | None) -> None:
+        """Make ``item`` (in ``ps``) the demand counted for workload ``wid``.
+
+        The demand books change, and their version moves, only when the item
+        really differs, so unchanged demand keeps its computed fair shares.
+        """
+        old = self._demand.get(wid)
+        new = (ps.pool.name, item) if ps is not None and item is not None else None
+        if old == new:
+            return
+        if old is not None:
+            self._books[old[0]].remove(old[1])
+            self._demand_version[old[0]] += 1
+            del self._demand[wid]
+        if new is not None:
+            self._books[new[0]].add(new[1])
+            self._demand_version[new[0]] += 1
+            self._demand[wid] = new
+
+    def take_provisional(self) -> set[int]:
+        """Workloads whose demand was counted because this cycle routed them."""
+        got, self._provisional = self._provisional, set()
+        return got
+
+    def unload(self, w: WorkloadState, *, keep_demand: bool = False) -> None:
+        """Undo :meth:`load` for a workload that left or changed (``keep_demand``:
+        it stays, and :meth:`load` of its new state sets its demand)."""
         ps = self.pools.get(w.pool or "")
         if ps is None or w.team not in self.tree.teams:
             return
@@ -175,9 +203,8 @@ class WorkingState:
             ps.holders.discard(w.id)
         self.uncount(ps, w)
         ps.victims.discard(w.id)
-        got = self._demand.pop(w.id, None)
-        if got is not None:
-            self._books[got[0]].remove(got[1])
+        if not keep_demand:
+            self.set_demand(w.id, None, None)
 
     # -- cycles on a kept state (see engine/cache.py) --------------------------
     def begin_cycle(self, snapshot: Snapshot) -> tuple[int, dict[str, int]]:
@@ -292,22 +319,23 @@ class WorkingState:
         The demand of the snapshot's workloads is kept per pool in a
         :class:`DemandBook`, updated as workloads are loaded and unloaded.
         ``routed`` maps Pending workloads chosen a pool this cycle to it: their
-        demand is counted for this computation only; other Pending work is
-        counted in no pool.
+        demand is counted from now on (provisionally: a kept state settles it
+        against the next snapshot, see :meth:`take_provisional`); other Pending
+        work is counted in no pool. A pool whose demand and capacity did not
+        change since the last computation keeps its shares.
         """
-        extra: list[tuple[str, DemandItem]] = []
         for wid, pool in sorted(routed.items()):
             ps = self.pools.get(pool)
-            item = self._demand_item(ps, self.workloads[wid]) if ps is not None else None
-            if item is not None:
-                self._books[pool].add(item)
-                extra.append((pool, item))
-        try:
-            for name, ps in self.pools.items():
-                ps.set_entitlements(self._books[name].entitlements(ps.capacity))
-        finally:
-            for pool, item in extra:
-                self._books[pool].remove(item)
+            if ps is not None:
+                self.set_demand(wid, ps, self._demand_item(ps, self.workloads[wid]))
+                self._provisional.add(wid)
+        for name, ps in self.pools.items():
+            key = (self._demand_version[name], ps.capacity)
+            cached = self._shares.get(name)
+            if cached is None or cached[:2] != key:
+                cached = (*key, self._books[name].entitlements(ps.capacity))
+                self._shares[name] = cached
+            ps.set_entitlements(cached[2])
 
     def _demand_item(self, ps: PoolState, w: WorkloadState) -> DemandItem | None:
         milli = self.demand_milli(ps, w)

@@ -29,6 +29,7 @@ from apportion.engine.placement.packing import pack
 from apportion.engine.placement.topology import Choice, choose
 from apportion.engine.placement.types import (
     Counters,
+    FailureKind,
     Owner,
     PlacementRequest,
     PlacementResult,
@@ -206,6 +207,15 @@ class ClusterState:
             book.release_claims(req.owner)
             if allow_exiting:
                 book.ignore_exiting()
+            topo = req.topology
+            if not is_packed and (topo is None or topo.level in dict(base)):
+                # No domain to choose: count from the scope's index, no message.
+                count = book.scope(fkey, base).fit_count(
+                    req.charge, req.whole_devices, req.min_pods
+                )
+                if count < req.min_pods:
+                    return PlacementResult(failure=FailureKind.WAITING_FOR_CAPACITY)
+                return PlacementResult(fitting_pods=count)
             choice = choose(book, req, fkey, base, self.counters)
             if not isinstance(choice, Choice):
                 return choice

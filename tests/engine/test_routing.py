@@ -61,3 +61,13 @@ def test_queued_workload_moves_only_when_it_can_start_elsewhere_now() -> None:
     w.states[fill] = transition(w.states[fill], Status.COMPLETED, w.now)
     w.settle()
     assert w.w("job").pool == other and w.status("job") == "Running"
+
+
+def test_route_and_start_decisions_say_why() -> None:
+    w = two_pools().team("t", p2=4).team("other", p1=4)
+    w.submit("job", "t", 2)
+    w.cycle()
+    route, start = [d for d in w.plans[-1].decisions if d.kind.value in ("route", "start")]
+    assert route.message == "pool p2: chosen over pool p1 by its team's own reservation there"
+    assert start.message.startswith("admitted in pool p2 on free GPUs (p2-n000")
+    assert w.plans[-1].to_dict()["decisions"][0]["cycle_id"] == w.plans[-1].cycle_id

@@ -75,9 +75,14 @@ class Admission:
         self.ws.workloads[w.id] = started
         self.ws.index(ps, started)
         self.touched.add(w.team)
-        self.decisions.append(
-            Decision(DecisionKind.START, w.id, ps.pool.name, placement, milli=milli)
-        )
+        how = "on its nominated devices" if w.nomination and not w.is_hold else (
+            "on the devices held for it" if w.nomination else "on free GPUs")
+        nodes = sorted({p.node for p in placement})
+        where = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+        self.decisions.append(Decision(
+            DecisionKind.START, w.id, ps.pool.name, placement, milli=milli,
+            message=f"admitted in pool {ps.pool.name} {how} ({where})",
+        ))
         self.bump("started")
 
     def wait(self, w: WorkloadState, reason: Reason, head_since: int | None = None) -> None:

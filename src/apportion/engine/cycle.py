@@ -103,7 +103,9 @@ class _Cycle:
                 continue
             routed[w.id] = pool
             self.ws.workloads[w.id] = replace(w, status=Status.QUEUED, pool=pool)
-            self.adm.decisions.append(Decision(DecisionKind.ROUTE, w.id, pool))
+            self.adm.decisions.append(Decision(
+                DecisionKind.ROUTE, w.id, pool, message=f"pool {pool}: {self.router.last_why}"
+            ))
             self.ws.forget_undo()
         return routed
 

@@ -90,7 +90,7 @@ class Plan:
             "cycle_id": self.cycle_id,
             "snapshot_version": self.snapshot_version,
             "now": self.now,
-            "decisions": [d.to_dict() for d in self.decisions],
+            "decisions": [{**d.to_dict(), "cycle_id": self.cycle_id} for d in self.decisions],
             "entitlements": {
                 pool: {team: gpus_number(v) for team, v in sorted(teams.items())}
                 for pool, teams in sorted(self.entitlements.items())

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.domain.workload import Placement, TopologyMode
 from apportion.engine.placement import PlacementRequest
+from apportion.engine.victim_bounds import Reach, outranks, reach, viable
 from apportion.engine.victim_order import (
     NOMINATION,
     RUNNING,
@@ -46,13 +47,6 @@ def state_rank(v: WorkloadState) -> int:
     return NOMINATION
 
 
-def outranks(w: WorkloadState, v: WorkloadState) -> bool:
-    """May ``w`` take ``v``'s nomination or hold? (reserved over elastic, else priority)."""
-    if w.spec.is_reserved != v.spec.is_reserved:
-        return w.spec.is_reserved
-    return w.spec.priority > v.spec.priority
-
-
 def lca_children(ws: WorkingState, a: str, b: str) -> tuple[str, str]:
     """The children of the lowest common ancestor on the paths to ``a`` and ``b``.
 
@@ -83,9 +77,7 @@ class VictimSearch:
         self.need = self.pods * ps.charge(w)
         self.examined = 0
         self._lca: dict[str, tuple[str, str]] = {}
-        self._reachable: list[str] | None = None
-        self._removable_total = 0
-        self._removable_within: dict[str, int] = {}
+        self._reachable: Reach | None = None
 
     # -- candidates ------------------------------------------------------------
     def eligible(self, v: WorkloadState) -> bool:
@@ -111,90 +103,16 @@ class VictimSearch:
         return out
 
     def _viable(self) -> bool:
-        """Cheap necessary conditions (O(depth x siblings)) before any candidate
-        is looked at: enough capacity and quota even if every workload that
-        could ever be a victim were gone."""
-        ps, led, w = self.ps, self.ps.ledger, self.w
-        free = ps.cluster.free_milli(owner_of(w), allow_exiting=True)
-        free += sum(self.ws.workloads[h].nominated_milli for h in ps.holders if h != w.id)
-        path = self.ws.tree.path(w.team)
-        if w.spec.is_reserved:
-            nominated = self._reserved_nominated()
-            removable = nominated + sum(led.elastic_usage(t) for t in self.ws.tree.top_level())
-            within = {a: led.elastic_usage(a) + nominated for a in path}
-            if not led.reserved_fits(w.team, self.need) and nominated == 0:
-                return False
-        else:
-            self._reachable_teams()
-            removable, within = self._removable_total, self._removable_within
-        if free + removable < self.need:
-            return False
-        for a in path:
-            cap = led.cap(a)
-            if cap is not None and led.usage(a) - within.get(a, 0) + self.need > cap:
-                return False
-        return True
-
-    def _reserved_nominated(self) -> int:
-        """Milli of reserved nominations W outranks in its top-level subtree
-        (the only victims that can free bucket room for reserved W)."""
-        top = self.ws.tree.path(self.w.team)[-1]
-        total = 0
-        groups = self.ps.victims.groups
-        for leaf in self.ws.leaves_under(top):
-            for item in groups.get((NOMINATION, leaf), ()):
-                v = self.ws.workloads[item[2]]
-                if v.spec.is_reserved and not v.is_hold and outranks(self.w, v):
-                    total += self.ps.users.get(v.id, 0)
-        return total
+        """Cheap necessary conditions before any candidate is looked at."""
+        return viable(self.ws, self.ps, self.w, self.need, self._reach)
 
     def _reachable_teams(self) -> list[str]:
-        """W's own team and the leaves of sibling subtrees c_V on W's path that
-        could pass 6.4 at some point of the search.
+        return self._reach().teams
 
-        ``excess(c_V)`` only falls while victims are removed, so c_V needs
-        ``excess(c_V) > 0`` now, and ``excess(c_W)`` (W added) can fall at most
-        by the elastic work that could be taken inside c_W's subtree.
-        """
-        if self._reachable is not None:
-            return self._reachable
-        ps, tree = self.ps, self.ws.tree
-        teams = [self.w.team]
-        removable = self._own_removable()
-        within: dict[str, int] = {}
-        c_w: str = self.w.team
-        for parent in (*tree.path(self.w.team)[1:], None):
-            within[c_w] = removable
-            siblings = tree.children(parent) if parent is not None else tree.top_level()
-            floor_w = ps.excess_key(c_w) + (self.need - removable) * ps.scale
-            added = 0
-            for sib in siblings:
-                if sib == c_w:
-                    continue
-                ex_v = ps.excess_key(sib)
-                if ex_v > 0 and floor_w < ex_v:
-                    teams.extend(self.ws.leaves_under(sib))
-                    added += ps.ledger.elastic_usage(sib)
-            removable += added
-            if parent is None:
-                break
-            c_w = parent
-        self._reachable, self._removable_total, self._removable_within = teams, removable, within
-        return teams
-
-    def _own_removable(self) -> int:
-        """Milli W could take from its own team: lower-priority elastic work and
-        nominations it outranks (the index keeps each group cheapest first)."""
-        total = 0
-        index, prio = self.ps.victims, self.w.spec.priority
-        for rank in (NOMINATION, STARTING, RUNNING):
-            for item in index.groups.get((rank, self.w.team), ()):
-                if item[0] >= prio and not self.w.spec.is_reserved:
-                    if rank != NOMINATION:
-                        break
-                    continue
-                total += index.milli[item[2]]
-        return total
+    def _reach(self) -> Reach:
+        if self._reachable is None:
+            self._reachable = reach(self.ws, self.ps, self.w, self.need)
+        return self._reachable
 
     def _may_displace(self, v: WorkloadState) -> bool:
         if v.spec.is_reserved:

@@ -26,6 +26,7 @@ class Router:
     def __init__(self, ws: WorkingState, adm: Admission) -> None:
         self.ws = ws
         self.adm = adm
+        self.last_why = ""
 
     def matching(self, w: WorkloadState) -> list[PoolState]:
         """Pools that match the pin and the GPU type, by name."""
@@ -38,7 +39,10 @@ class Router:
         return out
 
     def choose(self, w: WorkloadState) -> tuple[str | None, Reason | None]:
-        """The best pool for a Pending workload, or (None, why none can ever hold it)."""
+        """The best pool for a Pending workload, or (None, why none can ever hold it).
+
+        :attr:`last_why` then says, in words, why that pool was chosen.
+        """
         pools = self.matching(w)
         if not pools:
             where = f"no pool named {w.spec.pool}" if w.spec.pool else "no pools exist"
@@ -58,8 +62,10 @@ class Router:
                 best = Reason(best.code, detail)
             return None, best
         if len(feasible) == 1:
+            self.last_why = "the only pool that can hold it"
             return feasible[0].pool.name, None
         scored = sorted((self.score(ps, w), ps.pool.name) for ps in feasible)
+        self.last_why = _why(scored[0], scored[1])
         return scored[0][1], None
 
     def score(self, ps: PoolState, w: WorkloadState, *, now_only: bool = False) -> Score:
@@ -103,3 +109,24 @@ class Router:
         self.ws.workloads[w.id] = moved
         self.adm.start(target, moved, result.pods)
         return True
+
+
+_CRITERIA = (
+    ("it can start there now", "it can start there now with preemption",
+     "it could start there with preemption", "it fits there"),
+    "the cheapest preemption (fewest running GPUs, then starting GPUs, priority, count)",
+    "its team's own reservation there",
+    "more fair-share headroom there",
+    "pool name",
+)
+
+
+def _why(best: tuple[Score, str], other: tuple[Score, str]) -> str:
+    """Which of 6.1's criteria put ``best`` ahead of the runner-up, in words."""
+    for i, (a, b) in enumerate(zip(best[0], other[0], strict=True)):
+        if a != b:
+            if i == 0:
+                assert isinstance(a, int)
+                return f"{_CRITERIA[0][min(a, 3)]} (chosen over pool {other[1]})"
+            return f"chosen over pool {other[1]} by {_CRITERIA[i]}"
+    return f"chosen over pool {other[1]}"  # pragma: no cover - names differ

@@ -110,7 +110,7 @@ def test_get_cancel_events_why_logs(org: Org) -> None:
     events = org.ok("workloads", "events", str(job)).splitlines()
     assert [line.split()[4] for line in events[1:]] == ["Pending", "Queued", "Starting",
                                                         "Running"]
-    assert "admitted and placed" in org.ok("workloads", "logs", "job", "--events")
+    assert "admitted in pool main on free GPUs" in org.ok("workloads", "logs", "job", "--events")
     assert "cancelled" in org.ok("workloads", "cancel", "job", "-m", "done with it")
     again = org.cli("workloads", "cancel", str(job))
     assert again.exit_code == 1 and "already" in again.stderr

@@ -78,6 +78,7 @@ class VictimSearch:
         self.examined = 0
         self._lca: dict[str, tuple[str, str]] = {}
         self._reachable: Reach | None = None
+        self._verdicts: dict[str, Verdict] = {}  # by c_V; cleared on every change
 
     # -- candidates ------------------------------------------------------------
     def eligible(self, v: WorkloadState) -> bool:
@@ -133,10 +134,17 @@ class VictimSearch:
         if v.spec.is_reserved:  # a reserved nomination, taken by rank alone
             return Verdict.PASS
         c_w, c_v = self._lca_children(v.team)
-        before = self.ps.excess_key(c_v)
-        if before <= 0:
-            return Verdict.FAIL_FOREVER
-        return Verdict.PASS if self.ps.excess_key(c_w) < before else Verdict.FAIL_NOW
+        cached = self._verdicts.get(c_v)
+        if cached is None:  # the same for every victim under c_V until the next change
+            before = self.ps.excess_key(c_v)
+            if before <= 0:
+                cached = Verdict.FAIL_FOREVER
+            elif self.ps.excess_key(c_w) < before:
+                cached = Verdict.PASS
+            else:
+                cached = Verdict.FAIL_NOW
+            self._verdicts[c_v] = cached
+        return cached
 
     def _lca_children(self, team: str) -> tuple[str, str]:
         pair = self._lca.get(team)
@@ -147,12 +155,14 @@ class VictimSearch:
     # -- trial changes -----------------------------------------------------------
     def remove(self, v: WorkloadState) -> int:
         """Take ``v`` out of the working state (undoable); returns milli freed."""
+        self._verdicts.clear()
         self.ws.uncount(self.ps, v)
         self._devices_out(v)
         return self._milli(v)
 
     def restore(self, v: WorkloadState) -> None:
         """Put ``v`` back into the working state (undoable)."""
+        self._verdicts.clear()
         self._devices_back(v)
         if not v.is_hold:
             self.ws.count(self.ps, v, self._milli(v))
@@ -197,6 +207,7 @@ class VictimSearch:
     def _search(self, dom: tuple[str, str] | None) -> VictimSet | None:
         ws = self.ws
         start = ws.checkpoint()
+        self._verdicts.clear()
         if not self.for_hold:
             ws.count(self.ps, self.w, self.need)
         free = self.ps.cluster.free_milli(owner_of(self.w), allow_exiting=True)
@@ -315,8 +326,10 @@ class VictimSearch:
         for c in kept:
             if c is v:
                 continue
+            self._verdicts.clear()
             ok = ok and self.passes(c)
             ws.uncount(ps, c)
+        self._verdicts.clear()
         if ok:
             self._devices_back(v)
             ok = self.fit(dom, free)

@@ -140,8 +140,11 @@ class VictimQueue:
         self._dead: set[str] = set()
         self._heap: list[Entry] = []
         self.examined = 0
+        self._is_bulk = True  # first fill: append, then heapify once (O(n))
         for team in self._team_keys:
             self._push_team(team)
+        self._is_bulk = False
+        heapq.heapify(self._heap)
 
     def _head(self, key: GroupKey) -> WorkloadState | None:
         """The first eligible candidate of a group at its cursor (advancing it)."""
@@ -165,10 +168,12 @@ class VictimQueue:
         for key in self._team_keys[team]:
             v = self._head(key)
             if v is not None:
-                heapq.heappush(self._heap, (
-                    key[0], flag, v.spec.priority, -ex, -(v.started_at or 0), v.id,
-                    key[0], team, version,
-                ))
+                entry = (key[0], flag, v.spec.priority, -ex, -(v.started_at or 0), v.id,
+                         key[0], team, version)
+                if self._is_bulk:
+                    self._heap.append(entry)
+                else:
+                    heapq.heappush(self._heap, entry)
 
     def pick(self) -> WorkloadState | None:
         """The first candidate, in order, that passes now; None if none does."""

@@ -35,7 +35,9 @@ def reach(ws: WorkingState, ps: PoolState, w: WorkloadState, need: int) -> Reach
 
     ``excess(c_V)`` only falls while victims are removed, so c_V needs
     ``excess(c_V) > 0`` now, and ``excess(c_W)`` (W added) can fall at most by
-    the elastic work that could be taken inside c_W's subtree.
+    the elastic work that could be taken inside c_W's subtree (its floor).
+    From c_V, victims are taken only while ``excess(c_V)`` is above that
+    floor, so at most ``excess(c_V) - floor`` plus one last victim can go.
     """
     tree = ws.tree
     teams = [w.team]
@@ -53,7 +55,8 @@ def reach(ws: WorkingState, ps: PoolState, w: WorkloadState, need: int) -> Reach
             ex_v = ps.excess_key(sib)
             if ex_v > 0 and floor_w < ex_v:
                 teams.extend(ws.leaves_under(sib))
-                added += ps.ledger.elastic_usage(sib)
+                slack = -((floor_w - ex_v) // ps.scale)  # ceil((ex_v - floor_w) / scale)
+                added += min(ps.ledger.elastic_usage(sib), slack + ps.victims.max_milli)
         removable += added
         if parent is None:
             break

@@ -38,7 +38,7 @@ class VictimIndex:
     domain's candidates.
     """
 
-    __slots__ = ("_labels", "domains", "groups", "levels", "milli", "where")
+    __slots__ = ("_labels", "domains", "groups", "levels", "max_milli", "milli", "where")
 
     def __init__(
         self, levels: tuple[str, ...] = (), node_labels: Mapping[str, Mapping[str, str]] = {}
@@ -46,6 +46,8 @@ class VictimIndex:
         self.groups: dict[GroupKey, list[Item]] = {}
         self.where: dict[int, tuple[GroupKey, Item, tuple[tuple[str, str], ...]]] = {}
         self.milli: dict[int, int] = {}
+        #: At least the largest ``milli`` ever indexed (an upper bound for searches).
+        self.max_milli = 0
         self.levels = levels
         self._labels = node_labels
         self.domains: dict[tuple[str, str], VictimIndex] = {}
@@ -59,6 +61,7 @@ class VictimIndex:
         doms = self._domains_of(w)
         self.where[w.id] = (key, item, doms)
         self.milli[w.id] = milli
+        self.max_milli = max(self.max_milli, milli)
         for dom in doms:
             sub = self.domains.get(dom)
             if sub is None:

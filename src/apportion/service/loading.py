@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from sqlalchemy.orm import Session
 
 from apportion.domain.cluster import Node, pool_capacity
@@ -24,6 +26,56 @@ def parents_of(rows: list[TeamRow]) -> Parents:
 
 def load_parents(session: Session, org_id: int) -> Parents:
     return org_repo.team_parents(session, org_id)
+
+
+class ParentsCache:
+    """The team tree (slug -> parent) per database and organization, with the
+    ``teams_version`` it was read at. Used by submission, the hot path.
+
+    A cached tree may be stale (another server changed a team); the caller
+    confirms it with :meth:`confirm` at the end of its transaction, where the
+    teams version is read under the organization row's write lock.
+    """
+
+    def __init__(self) -> None:
+        self._trees: dict[tuple[str, int], tuple[int, Parents]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(session: Session, org_id: int) -> tuple[str, int]:
+        return str(session.get_bind().url), org_id
+
+    def get(self, session: Session, org_id: int) -> tuple[int, Parents]:
+        """(teams version, tree): the cached one, else read now."""
+        key = self._key(session, org_id)
+        with self._lock:
+            hit = self._trees.get(key)
+        if hit is not None:
+            return hit
+        return self.reload(session, org_id)
+
+    def reload(self, session: Session, org_id: int) -> tuple[int, Parents]:
+        """(teams version, tree) read now, and cached."""
+        version = org_repo.teams_version(session, org_id)
+        return self._store(self._key(session, org_id), version, load_parents(session, org_id))
+
+    def confirm(self, session: Session, org_id: int, used: int, current: int) -> Parents | None:
+        """None if the tree of version ``used`` is the current one; else the
+        current tree, read now (and cached), for the caller to check again."""
+        if used == current:
+            return None
+        return self._store(self._key(session, org_id), current, load_parents(session, org_id))[1]
+
+    def _store(self, key: tuple[str, int], version: int, parents: Parents) -> tuple[int, Parents]:
+        with self._lock:
+            if len(self._trees) > 1000:
+                self._trees.clear()
+            self._trees[key] = (version, parents)
+        return version, parents
+
+
+#: One per process: shared by every request thread of the server.
+PARENTS_CACHE = ParentsCache()
 
 
 def capacities(session: Session, org_id: int) -> dict[str, int]:

@@ -217,7 +217,7 @@ def _changed(
     audit.record(session, ctx, action, f"team/{slug}", before=before, after=after)
     add_event(session, ctx.org_id, "team.changed", cause=ctx.cause,
               message=f"{action} {slug}", data={"team": slug, "action": action})
-    repo.bump_sched_version(session, ctx.org_id)
+    repo.bump_versions_for_teams(session, ctx.org_id)
 
 
 def _reservation_changed(

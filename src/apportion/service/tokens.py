@@ -78,12 +78,21 @@ class TokenVerifier:
             for key in [k for k, (_t, a, _e) in self._cache.items() if a.token_id == token_id]:
                 del self._cache[key]
 
-    def verify(self, token: str) -> Actor:
+    def cached(self, token: str) -> Actor | None:
+        """The actor of a recently verified token, without touching the database
+        (None: call :meth:`verify`)."""
         now = time.time()
         with self._lock:
             hit = self._cache.get(token)
         if hit is not None and hit[0] > now and (hit[2] is None or hit[2] > now):
             return hit[1]
+        return None
+
+    def verify(self, token: str) -> Actor:
+        hit = self.cached(token)
+        if hit is not None:
+            return hit
+        now = time.time()
         token_id, secret = parse_token(token)
         with self.db.read() as session:
             row = sec_repo.get_token(session, token_id)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 from sqlalchemy.orm import Session
 
@@ -21,9 +22,9 @@ from apportion.service.authz import (
     visible_teams,
 )
 from apportion.service.context import Ctx, Role
-from apportion.service.errors import Conflict, check_version
+from apportion.service.errors import Conflict, PermissionDenied, check_version
 from apportion.service.events import add_lifecycle_events
-from apportion.service.loading import load_parents
+from apportion.service.loading import PARENTS_CACHE, load_parents
 from apportion.service.views import event_view, workload_view
 from apportion.store import codec
 from apportion.store.models import DecisionRow, WorkloadRow
@@ -60,28 +61,50 @@ def check_team(parents: Parents, team: str) -> None:
 
 
 def submit(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Store a new workload (Pending), its first event and audit entry, in the
+    caller's transaction.
+
+    The team checks use the process's cached team tree. A refusal is never
+    based on it: the tree is read again and the checks repeated. An acceptance
+    is confirmed at the end, where the bump of the scheduling version returns
+    the teams version under the org row's lock; if the tree changed meanwhile
+    the checks run again on the current tree (a failure rolls the whole
+    submission back)."""
     spec = parse_spec(body)
-    parents = load_parents(session, ctx.org_id)
-    check_team(parents, spec.team)
-    require_submit(ctx, parents, spec.team)
+    used, parents = PARENTS_CACHE.get(session, ctx.org_id)
+    try:
+        _check_submit(ctx, parents, spec.team)
+    except (ValidationError, PermissionDenied):
+        used, parents = PARENTS_CACHE.reload(session, ctx.org_id)
+        _check_submit(ctx, parents, spec.team)
     now = time.time()
-    data = codec.spec_to_dict(spec)
-    row = WorkloadRow(
-        org_id=ctx.org_id, name=spec.name, team=spec.team, wclass=spec.wclass.value,
-        priority=spec.priority, status=Status.PENDING.value, is_active=True, attempt=1,
-        pool=None, spec=data, placement=[], nomination=[], is_hold=False,
-        submitted_at=float(int(now)), submitted_by=ctx.actor.name, attempts=[], version=1,
-        updated_at=now,
-    )
-    session.add(row)
-    session.flush()
-    state = submitted(row.id, spec, int(now), cause=ctx.cause)
-    add_lifecycle_events(session, ctx.org_id, row.id, spec.team, state.events, now,
-                         spec.name)
-    view = workload_view(row)
-    audit.record(session, ctx, "workload.submit", f"workload/{row.id}", after=view)
-    repo.bump_sched_version(session, ctx.org_id)
+    values: dict[str, Any] = {
+        "org_id": ctx.org_id, "name": spec.name, "team": spec.team,
+        "wclass": spec.wclass.value, "priority": spec.priority,
+        "status": Status.PENDING.value, "is_active": True, "attempt": 1, "pool": None,
+        "spec": codec.spec_to_dict(spec), "placement": [], "nomination": [], "is_hold": False,
+        "submitted_at": float(int(now)), "submitted_by": ctx.actor.name, "attempts": [],
+        "version": 1, "updated_at": now, "reason_code": None, "reason_message": None,
+        "started_at": None, "running_at": None, "ended_at": None, "preempted_by": None,
+        "head_since": None,
+    }
+    wid = wl_repo.insert_workload(session, values)
+    state = submitted(wid, spec, int(now), cause=ctx.cause)
+    add_lifecycle_events(session, ctx.org_id, wid, spec.team, state.events, now, spec.name)
+    # The view of the values just written, in the row's shape: no ORM object and
+    # no read-back on the hot path.
+    view = workload_view(cast(WorkloadRow, SimpleNamespace(id=wid, **values)))
+    audit.record(session, ctx, "workload.submit", f"workload/{wid}", after=view)
+    current = repo.bump_sched_version_returning_teams(session, ctx.org_id)
+    fresh = PARENTS_CACHE.confirm(session, ctx.org_id, used, current)
+    if fresh is not None:
+        _check_submit(ctx, fresh, spec.team)
     return view
+
+
+def _check_submit(ctx: Ctx, parents: Parents, team: str) -> None:
+    check_team(parents, team)
+    require_submit(ctx, parents, team)
 
 
 def cancel(

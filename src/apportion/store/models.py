@@ -52,6 +52,9 @@ class OrgRow(Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
     #: bumped by every change of scheduling input; a plan commits only if unchanged
     sched_version: Mapped[int] = mapped_column(BigInteger, default=0)
+    #: bumped by every change of the team tree (create, update, move, delete); lets
+    #: a server cache the tree and know, under the org row's lock, that it is current
+    teams_version: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     last_cycle: Mapped[int] = mapped_column(BigInteger, default=0)
     last_cycle_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)

@@ -14,7 +14,12 @@ _orgs, _teams = cast(Table, OrgRow.__table__), cast(Table, TeamRow.__table__)
 #: Prebuilt statements for the hot path (parameters bound at execution, no rebuild).
 _BUMP = (update(_orgs).where(_orgs.c.id == bindparam("oid"))
          .values(sched_version=_orgs.c.sched_version + 1))
+_BUMP_TEAMS = (update(_orgs).where(_orgs.c.id == bindparam("oid"))
+               .values(sched_version=_orgs.c.sched_version + 1,
+                       teams_version=_orgs.c.teams_version + 1))
+_BUMP_RETURNING = _BUMP.returning(_orgs.c.teams_version)
 _PARENTS = select(_teams.c.slug, _teams.c.parent).where(_teams.c.org_id == bindparam("oid"))
+_TEAMS_VERSION = select(_orgs.c.teams_version).where(_orgs.c.id == bindparam("oid"))
 
 
 def get_org(session: Session, org_id: int) -> OrgRow:
@@ -38,6 +43,21 @@ def bump_sched_version(session: Session, org_id: int) -> None:
     A Core statement on the session's connection: no ORM bookkeeping, no autoflush
     (this runs once per command, on the hot path of every submission)."""
     session.connection().execute(_BUMP, {"oid": org_id})
+
+
+def bump_versions_for_teams(session: Session, org_id: int) -> None:
+    """The team tree changed: bump the scheduling version and the teams version."""
+    session.connection().execute(_BUMP_TEAMS, {"oid": org_id})
+
+
+def bump_sched_version_returning_teams(session: Session, org_id: int) -> int:
+    """:func:`bump_sched_version`, returning the teams version read under the
+    org row's write lock (no team change can commit between it and our commit)."""
+    return int(session.connection().execute(_BUMP_RETURNING, {"oid": org_id}).scalar_one())
+
+
+def teams_version(session: Session, org_id: int) -> int:
+    return int(session.connection().execute(_TEAMS_VERSION, {"oid": org_id}).scalar_one())
 
 
 def advance_if_current(

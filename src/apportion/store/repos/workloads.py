@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Select, and_, delete, or_, select
+from sqlalchemy import Select, Table, and_, delete, insert, or_, select
 from sqlalchemy.orm import Session
 
 from apportion.domain.errors import NotFound
@@ -27,6 +27,18 @@ class WorkloadFilter:
     submitted_before: float | None = None
     name: str | None = None
     ids: Sequence[int] = field(default_factory=tuple)
+
+
+_WORKLOADS = cast(Table, WorkloadRow.__table__)
+_INSERT_WORKLOAD = insert(_WORKLOADS).returning(_WORKLOADS.c.id)
+
+
+def insert_workload(session: Session, values: dict[str, Any]) -> int:
+    """Insert one workload (column name -> value) and return its new id.
+
+    A Core ``INSERT ... RETURNING id`` (one cached statement, no ORM unit of
+    work): submission is the API's hot path."""
+    return int(session.connection().execute(_INSERT_WORKLOAD, values).scalar_one())
 
 
 def get_workload(

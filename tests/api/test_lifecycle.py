@@ -123,3 +123,24 @@ def test_unmanaged_gpu_use_is_unavailable(api: Api) -> None:
     api.cycle()
     assert api.workload(w2["id"])["status"] == "Queued"  # devices 1 and 2 are not ours
     assert api.ok("GET", "/v1/capacity/pools")[0]["free"] == 0.75
+
+
+def test_why_carries_the_fair_share_of_the_team_and_its_ancestors(api: Api) -> None:
+    api.org(gpus_per_node=8, nodes=1)
+    api.ok("PUT", "/v1/reservations/research/main", json={"gpus": 4})
+    api.ok("PUT", "/v1/reservations/nlp/main", json={"gpus": 2})
+    api.ok("PATCH", "/v1/teams/research", json={"burst_limit_percent": 50})
+    running = api.submit(name="r", team="nlp", gpus=2, **{"class": "reserved"})
+    api.cycle()
+    why = api.ok("GET", f"/v1/workloads/{running['id']}/why")
+    assert [(r["team"], r["pool"]) for r in why["fair_share"]] == [("nlp", "main"),
+                                                                   ("research", "main")]
+    nlp, research = why["fair_share"]
+    assert (nlp["reservation"], nlp["reserved_in_use"], nlp["elastic_in_use"]) == (2, 2, 0)
+    assert (research["reservation"], research["reserved_in_use"]) == (4, 2)
+    assert research["burst_cap"] == 6  # reservation 4 + 50 % of it
+    assert set(nlp) == {"team", "pool", "reservation", "reserved_in_use", "elastic_in_use",
+                        "entitlement", "burst_cap"}
+    unplaced = api.submit(name="u", team="vision", gpus=1, pool="nowhere")  # no such pool
+    rows = api.ok("GET", f"/v1/workloads/{unplaced['id']}/why")["fair_share"]
+    assert [(r["team"], r["pool"]) for r in rows] == [("vision", "main"), ("research", "main")]

@@ -295,6 +295,7 @@ class WhyRead(BaseModel):
     status: str
     reason: ReasonModel | None
     explanation: str
+    fair_share: list[TeamCapacity] = []
 
 
 class Victim(BaseModel):

@@ -59,7 +59,9 @@ def why(
     with common.open_client() as client:
         w = resolve_workload(client, ref)
         answer = client.why_workload(int(w["id"]))
-        shares = fair_share_rows(client, w)
+        shares = answer.get("fair_share")
+        if shares is None:  # a server from before /why carried it
+            shares = fair_share_rows(client, w)
     if fmt in (Format.JSON, Format.YAML):
         print_data({"why": answer, "fair_share": shares}, fmt)
         return

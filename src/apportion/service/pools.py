@@ -174,13 +174,16 @@ def pool_capacity_views(session: Session, org_id: int) -> list[dict[str, Any]]:
 
 
 def team_capacity_views(
-    session: Session, org_id: int, pool: str | None = None, team: str | None = None
+    session: Session, org_id: int, pool: str | None = None, team: str | None = None,
+    *, with_ancestors: bool = False,
 ) -> list[dict[str, Any]]:
     """Per team and pool: reservation, reserved and elastic in use (subtree),
-    entitlement of the last cycle, burst cap."""
+    entitlement of the last cycle, burst cap. ``with_ancestors``: ``team`` and
+    its ancestors, leaf first (the fair-share context of a workload)."""
     tree = load_tree(session, org_id)
     if team is not None:
         tree.team(team)
+    wanted = (tree.path(team) if with_ancestors else (team,)) if team is not None else None
     pools = [p.name for p in repo.list_pools(session, org_id)]
     if pool is not None:
         if pool not in pools:
@@ -198,9 +201,7 @@ def team_capacity_views(
             key = (t, w.pool, w.wclass == "reserved")
             usage[key] = usage.get(key, 0) + milli
     out = []
-    for slug in sorted(tree.teams):
-        if team is not None and slug != team:
-            continue
+    for slug in wanted if wanted is not None else sorted(tree.teams):
         for p in pools:
             cap = tree.cap(slug, p)
             out.append({

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from sqlalchemy.orm import Session
 
-from apportion.domain.errors import ValidationError
+from apportion.domain.errors import NotFound, ValidationError
 from apportion.domain.lifecycle import Status, submitted, transition
 from apportion.domain.workload import WorkloadSpec
 from apportion.service import audit
@@ -25,6 +25,7 @@ from apportion.service.context import Ctx, Role
 from apportion.service.errors import Conflict, PermissionDenied, check_version
 from apportion.service.events import add_lifecycle_events
 from apportion.service.loading import PARENTS_CACHE, load_parents
+from apportion.service.pools import team_capacity_views
 from apportion.service.views import event_view, workload_view
 from apportion.store import codec
 from apportion.store.models import DecisionRow, WorkloadRow
@@ -202,4 +203,18 @@ def why(session: Session, ctx: Ctx, workload_id: int) -> dict[str, Any]:
         text = f"{row.status} (attempt {row.attempt})"
         if row.preempted_by is not None:
             text += f", preempted by workload {row.preempted_by}"
-    return {"workload_id": row.id, "status": row.status, "reason": reason, "explanation": text}
+    return {"workload_id": row.id, "status": row.status, "reason": reason, "explanation": text,
+            "fair_share": _fair_share(session, row)}
+
+
+def _fair_share(session: Session, row: WorkloadRow) -> list[dict[str, Any]]:
+    """Capacity rows (reservation, use, entitlement, burst cap) of the workload's
+    team and its ancestors, leaf first, in its pool (every pool while it has none,
+    or if its pinned pool does not exist). Empty if its team no longer exists."""
+    for pool in dict.fromkeys((row.pool or row.spec.get("pool"), None)):
+        try:
+            return team_capacity_views(session, row.org_id, pool, row.team,
+                                       with_ancestors=True)
+        except NotFound:
+            continue
+    return []

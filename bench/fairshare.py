@@ -10,7 +10,12 @@ Measures (best of a few runs, ``time.perf_counter``):
   then entitlements are recomputed from the aggregates;
 - ``naive_s``: a plainly naive implementation written below (per workload, subtree
   sums recomputed by walking the tree at every step), checked to give exactly
-  the same entitlements.
+  the same entitlements;
+- ``small_tree_call_ms``: the simulator's case (bench/simulate.py): 100 teams
+  (10 top-level teams x 9 leaves), ~3,000 workloads over 6 priority levels
+  (elastic 10/50/80, reserved 100/200/500); one workload changes in a
+  ``DemandBook``, then entitlements are recomputed. Mean milliseconds per call
+  (change + ``entitlements``), best of a few rounds.
 
 The last line of output is one JSON object. Run: ``python bench/fairshare.py``
 (``--quick`` for a smaller run).
@@ -253,6 +258,55 @@ class Naive:
                 self.hand_down(c, shares[c], wants, level, own)
 
 
+def small_tree_case(seed: int, workloads: int = 3000) -> tuple[OrgTree, int, list[DemandItem]]:
+    """The simulator's tree in one pool: 10 top-level teams x 9 leaves, 60% reserved."""
+    rng = random.Random(seed)
+    capacity = 1200 * 8 * 1000  # 1,200 nodes x 8 GPUs
+    teams: list[Team] = []
+    reservations: dict[tuple[str, str], int] = {}
+    per_top = capacity * 6 // 10 // 10
+    for t in range(10):
+        top = f"t{t:02d}"
+        teams.append(Team(top, bursting_priority=1 + t % 3))
+        reservations[(top, POOL)] = per_top
+        for c in range(9):
+            leaf = f"{top}-l{c:02d}"
+            teams.append(Team(leaf, parent=top, bursting_priority=rng.randint(1, 5),
+                              burst_limit_percent=100 if c % 4 == 0 else None))
+            reservations[(leaf, POOL)] = per_top // 9
+    tree = build_tree(teams, reservations)
+    leaves = tree.leaves()
+    items = []
+    for wid in range(1, workloads + 1):
+        is_reserved = rng.random() < 0.4
+        prio = rng.choice((100, 200, 500) if is_reserved else (10, 50, 50, 80))
+        milli = rng.choice((250, 500, 750, 1000, 2000, 4000, 8000, 8000, 16000, 24000))
+        items.append(DemandItem(rng.choice(leaves), is_reserved, prio, milli,
+                                submitted_at=rng.randrange(0, 10080) * 60, workload_id=wid))
+    return tree, capacity, items
+
+
+def small_tree_call_ms(seed: int, rounds: int) -> float:
+    """Mean ms per (one workload changed + ``DemandBook.entitlements``) on the small tree."""
+    tree, capacity, items = small_tree_case(seed)
+    changes = items[:: len(items) // 200][:200]
+    book = DemandBook(tree, POOL, items)
+    fresh = entitlements(tree, POOL, capacity, items)
+    assert book.entitlements(capacity).by_team == fresh.by_team
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for item in changes:
+            book.remove(item)
+            book.entitlements(capacity)
+            book.add(item)
+            book.entitlements(capacity)
+        best = min(best, (time.perf_counter() - start) / (2 * len(changes)))
+    fresh = entitlements(tree, POOL, capacity, items)
+    assert book.entitlements(capacity).by_team == fresh.by_team
+    return best * 1000
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=100_000)
@@ -303,6 +357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"naive agrees on all {len(naive)} teams; granted "
           f"{float(sum(result.of(t) for t in tree.top_level())) / 1000:.1f} of "
           f"{capacity / 1000:.0f} GPUs, surplus {float(result.surplus) / 1000:.1f}")
+    small_ms = small_tree_call_ms(args.seed, max(args.runs, 3))
+    print(f"small tree (100 teams): {small_ms:.3f} ms per changed call")
     report = {
         "teams": len(tree.teams),
         "workloads": len(items),
@@ -311,6 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "naive_s": round(naive_s, 3),
         "ratio": round(naive_s / full_s, 1),
         "counters": dict(result.counters),
+        "small_tree_call_ms": round(small_ms, 3),
     }
     print(json.dumps(report))
     return 0

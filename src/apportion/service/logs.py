@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from apportion.domain.errors import ValidationError
@@ -86,13 +87,26 @@ def append(session: Session, ctx: Ctx, body: dict[str, Any], max_bytes: int) -> 
     new = data[end - offset:]
     dropped = len(new) > max_bytes - end
     new = new[:max_bytes - end]
-    if new:
-        session.add(LogChunkRow(org_id=ctx.org_id, workload_id=wid, attempt=attempt, pod=pod,
-                                offset=end, end_offset=end + len(new), data=new,
-                                created_at=time.time()))
+    if new and not _insert(session, LogChunkRow(
+            org_id=ctx.org_id, workload_id=wid, attempt=attempt, pod=pod, offset=end,
+            end_offset=end + len(new), data=new, created_at=time.time())):
+        # A concurrent copy of this request (a retry while the first was still
+        # running) appended at the same offset first: answer from what is stored.
+        return {**out, "accepted": True, "next_offset": repo.log_end(session, wid, attempt, pod),
+                "note": "appended concurrently; continue from next_offset"}
     note = f"log limit of {max_bytes} bytes reached; the rest is dropped" if dropped else ""
     # next_offset covers dropped bytes too, so the agent moves on past them.
     return {**out, "accepted": True, "next_offset": max(end, offset + len(data)), "note": note}
+
+
+def _insert(session: Session, row: LogChunkRow) -> bool:
+    """Insert in a savepoint; False if a chunk at that offset already exists."""
+    try:
+        with session.begin_nested():
+            session.add(row)
+    except IntegrityError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import accumulate
 from types import MappingProxyType
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from apportion.domain.errors import ValidationError
 from apportion.domain.org import OrgTree
@@ -43,12 +43,14 @@ from apportion.engine.fairshare_fill import (
     fill_level,
     index_pool,
 )
-from apportion.engine.fairshare_reserved import LeafOrder, OrderKey, TopGrant, grant_reserved
+from apportion.engine.fairshare_reserved import LeafOrder, OrderKey, TopGrant
+from apportion.engine.fairshare_steps import BucketGrant, grant_buckets
 
 __all__ = ["DemandBook", "DemandItem", "Entitlements", "entitlements"]
 
 _ZERO = Fraction(0)
 K = TypeVar("K")
+Demand = dict[int, dict[str, Milli]]  # priority -> leaf -> elastic demand still wanted
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +112,14 @@ def entitlements(
     return DemandBook(tree, pool, demand, index=index).entitlements(capacity)
 
 
+class Work(NamedTuple):
+    """Work counters of steps 1-2 in one call."""
+
+    fills: int
+    visits: int
+    pieces: int
+
+
 class DemandBook:
     """Demand of one pool, aggregated per (leaf, class, priority), kept between cycles.
 
@@ -123,7 +133,8 @@ class DemandBook:
     """
 
     __slots__ = (
-        "_elastic", "_index", "_items", "_reserved", "_reserved_total", "_sorted", "_step1",
+        "_buckets", "_elastic", "_index", "_items", "_reserved", "_reserved_total", "_sorted",
+        "_step1", "_tops",
     )
 
     def __init__(
@@ -135,11 +146,15 @@ class DemandBook:
         index: PoolIndex | None = None,
     ) -> None:
         self._index: PoolIndex = index if index is not None else index_pool(tree, pool)
-        self._elastic: dict[int, dict[str, int]] = {}  # priority -> leaf -> milli
+        self._elastic: dict[str, dict[int, dict[str, int]]] = {  # top -> priority -> leaf
+            top: {} for top in self._index.children[ROOT]
+        }
+        self._buckets = sum(self._index.bucket.values())
         self._reserved_total: dict[str, int] = {}  # leaf -> milli
         self._reserved: dict[str, list[tuple[OrderKey, int]]] = {}  # leaf -> workloads
         self._sorted: dict[str, LeafOrder] = {}  # leaf -> its workloads in order (a cache)
         self._step1: dict[str, TopGrant] = {}  # top-level team -> its step 1 (a cache)
+        self._tops: dict[str, BucketGrant] = {}  # top-level team -> its steps 1-2 (a cache)
         self._items = 0
         self._add_all(demand)
 
@@ -149,7 +164,7 @@ class DemandBook:
 
     def _add_all(self, demand: Iterable[DemandItem]) -> None:
         """``add`` for many items: the same, in one tight loop (it runs on every item)."""
-        leaves, elastic = self._index.leaves, self._elastic
+        leaves, path, elastic = self._index.leaves, self._index.path, self._elastic
         reserved, reserved_total = self._reserved, self._reserved_total
         count = 0
         for item in demand:
@@ -164,13 +179,15 @@ class DemandBook:
                 continue
             if not milli:
                 continue
-            level = elastic.get(item.priority)
+            top = elastic[path[team][-2]]
+            level = top.get(item.priority)
             if level is None:
-                level = elastic[item.priority] = {}
+                level = top[item.priority] = {}
             level[team] = level.get(team, 0) + milli
         self._items += count
         self._sorted.clear()
         self._step1.clear()
+        self._tops.clear()
 
     def add(self, item: DemandItem) -> None:
         """Count ``item``'s demand. O(1) (a reserved item also drops its leaf's cached order)."""
@@ -193,7 +210,7 @@ class DemandBook:
             except ValueError:
                 raise KeyError(item) from None
             self._forget_order(item.team)
-        elif self._elastic.get(item.priority, {}).get(item.team, 0) < item.milli:
+        elif self._levels(item.team).get(item.priority, {}).get(item.team, 0) < item.milli:
             raise KeyError(item)
         self._items -= 1
         self._bump(item, -item.milli)
@@ -206,20 +223,26 @@ class DemandBook:
         if item.milli < 0:
             raise ValidationError("demand.milli", f"must be >= 0, got {item.milli}")
 
+    def _levels(self, leaf: str) -> dict[int, dict[str, int]]:
+        """Elastic demand of ``leaf``'s top-level subtree: priority -> leaf -> milli."""
+        return self._elastic[self._index.top_of(leaf)]
+
     def _forget_order(self, leaf: str) -> None:
         """Drop what the caches know about ``leaf``'s reserved work."""
         self._sorted.pop(leaf, None)
-        self._step1.pop(self._index.path[leaf][-2], None)  # its top-level team
+        self._step1.pop(self._index.top_of(leaf), None)
 
     def _bump(self, item: DemandItem, delta: int) -> None:
         """Change the totals of ``item``'s (leaf, class, priority) by ``delta``."""
+        self._tops.pop(self._index.top_of(item.team), None)
         if item.is_reserved:
             _bump(self._reserved_total, item.team, delta)
             return
-        level = self._elastic.setdefault(item.priority, {})
+        levels = self._levels(item.team)
+        level = levels.setdefault(item.priority, {})
         _bump(level, item.team, delta)
         if not level:
-            del self._elastic[item.priority]
+            del levels[item.priority]
 
     def _pieces_of(self, leaf: str) -> LeafOrder:
         """The leaf's reserved workloads in order, with running sums; cached."""
@@ -230,34 +253,70 @@ class DemandBook:
             cached = self._sorted[leaf] = LeafOrder(tuple(pieces), running)
         return cached
 
+    def _steps_1_2(self, capacity: int) -> tuple[dict[str, Milli], Demand, Work]:
+        """Steps 1-2: granted per team (and ROOT), elastic demand left per level, work done.
+
+        The dicts returned are fresh (the caller changes them). When all buckets
+        fit in the capacity, each top-level subtree is done on its own and kept
+        until its demand changes (fairshare_steps explains why that is exact).
+        """
+        index = self._index
+        if self._buckets > capacity:  # the pool capacity may bind: the whole pool at once
+            elastic: dict[int, dict[str, int]] = {}
+            for levels in self._elastic.values():
+                for p, level in levels.items():
+                    elastic.setdefault(p, {}).update(level)
+            done = grant_buckets(
+                index, capacity, self._reserved_total, elastic, self._pieces_of, self._step1
+            )
+            fresh: Demand = {p: dict(level) for p, level in done.demand.items()}
+            return dict(done.granted), fresh, Work(done.fills, done.visits, done.pieces)
+        granted: dict[str, Milli] = {ROOT: 0}
+        demand: Demand = {}
+        work = Work(0, 0, 0)
+        for top in index.children[ROOT]:
+            part = self._tops.get(top)
+            if part is None:
+                part = self._tops[top] = grant_buckets(
+                    index.subtrees[top], capacity, self._reserved_total, self._elastic[top],
+                    self._pieces_of,
+                )
+                work = Work(work.fills + part.fills, work.visits + part.visits,
+                            work.pieces + part.pieces)
+            total = granted[ROOT] + part.granted[ROOT]
+            granted.update(part.granted)
+            granted[ROOT] = total
+            for p, wanted in part.demand.items():
+                found = demand.get(p)
+                if found is None:
+                    demand[p] = dict(wanted)
+                else:
+                    found.update(wanted)
+        return granted, demand, work
+
     def entitlements(self, capacity: int) -> Entitlements:
         """Entitlements from the current demand in a pool of ``capacity`` milli-GPU."""
         if capacity < 0:
             raise ValidationError("capacity", f"must be >= 0, got {capacity}")
         index = self._index
-        reserved = grant_reserved(
-            index, capacity, self._reserved_total, self._pieces_of, self._step1
-        )
-        grants = Grants(index, capacity)
-        for leaf in sorted(reserved.by_leaf):
-            grants.add_to_path(leaf, reserved.by_leaf[leaf])
-        levels = sorted(self._elastic, reverse=True)
-        demand: dict[int, dict[str, Milli]] = {p: dict(self._elastic[p]) for p in levels}
-        kids = {p: active_children(index, demand[p]) for p in levels}
-        fills = _serve_from_buckets(grants, reserved.bucket_left, demand, kids)
+        granted, demand, work = self._steps_1_2(capacity)
+        grants = Grants(index, capacity, granted)
+        levels = sorted(demand, reverse=True)
         surplus = max(0, capacity - grants.granted[ROOT])
+        fills = work.fills
         for p in levels:  # step 4: the surplus, highest workload priority first
             room = grants.headroom(ROOT)
             if room is None or room <= 0:
                 break
-            fill_level(grants, LevelFill(ROOT, demand[p], kids[p]), None)
+            kids = active_children(index, demand[p])
+            fill_level(grants, LevelFill(ROOT, demand[p], kids), None)
             fills += 1
         counters = {
             "items": self._items,
             "levels": len(levels),
             "teams": len(index.teams),
-            "teams_visited": grants.visits + len(index.teams),
-            "reserved_pieces": reserved.pieces,
+            "teams_visited": work.visits + grants.visits + len(index.teams),
+            "reserved_pieces": work.pieces,
             "fills": fills,
         }
         return Entitlements(
@@ -267,43 +326,6 @@ class DemandBook:
             surplus=Fraction(surplus),
             counters=MappingProxyType(counters),
         )
-
-
-def _serve_from_buckets(
-    grants: Grants,
-    bucket_left: Mapping[str, int],
-    demand: dict[int, dict[str, Milli]],
-    kids: Mapping[int, Mapping[str, tuple[str, ...]]],
-) -> int:
-    """Step 2: guaranteed-backed elastic. Changes ``grants`` and ``demand``; returns fills run.
-
-    a. Each leaf's own bucket leftover serves that leaf, level by level; the
-       leaves only compete when a cap above them binds, and then share it by
-       water-filling.
-    b. Each ancestor's leftover, deepest ancestors first (then by slug), is
-       shared in its subtree by water-filling, level by level.
-    """
-    index = grants.index
-    levels = sorted(demand, reverse=True)
-    fills = 0
-    own: dict[str, Milli] = {
-        leaf: bucket_left[leaf] for leaf in sorted(index.leaves) if bucket_left[leaf] > 0
-    }
-    if own:
-        for p in levels:
-            fill_level(grants, LevelFill(ROOT, demand[p], kids[p], own), None)
-            fills += 1
-    for team in index.bottom_up:
-        left: Milli = bucket_left[team]
-        if team in index.leaves or left <= 0:
-            continue
-        for p in levels:
-            if left <= 0:
-                break
-            if team in kids[p]:
-                left -= fill_level(grants, LevelFill(team, demand[p], kids[p]), left)
-                fills += 1
-    return fills
 
 
 def _bump(counts: dict[K, int], key: K, delta: int) -> None:

@@ -10,9 +10,10 @@ just one more cap on every path.
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from itertools import pairwise
+from math import lcm
 from types import MappingProxyType
 
 from apportion.domain.org import OrgTree
@@ -40,16 +41,25 @@ class PoolIndex:
     weight: Mapping[str, int]
     bottom_up: tuple[str, ...]
     leaves: frozenset[str]
+    subtrees: Mapping[str, PoolIndex] = field(default_factory=lambda: MappingProxyType({}))
+
+    def top_of(self, team: str) -> str:
+        """The top-level team above (or equal to) ``team``."""
+        return self.path[team][-2]
 
 
 def index_pool(tree: OrgTree, pool: str) -> PoolIndex:
-    """Flatten ``tree`` for ``pool``: O(teams x depth)."""
+    """Flatten ``tree`` for ``pool``: O(teams x depth).
+
+    ``subtrees`` holds the same view of each top-level team's subtree alone
+    (ROOT's only child is that team; mappings shared with the whole index).
+    """
     teams = tuple(sorted(tree.teams))
     children = {slug: tree.children(slug) for slug in teams}
     children[ROOT] = tree.top_level()
     path = {slug: (*tree.path(slug), ROOT) for slug in teams}
     path[ROOT] = (ROOT,)
-    return PoolIndex(
+    whole = PoolIndex(
         pool=pool,
         teams=teams,
         children=MappingProxyType(children),
@@ -59,6 +69,22 @@ def index_pool(tree: OrgTree, pool: str) -> PoolIndex:
         weight=MappingProxyType({s: tree.team(s).bursting_priority for s in teams}),
         bottom_up=tuple(sorted(teams, key=lambda s: (-len(path[s]), s))),
         leaves=frozenset(s for s in teams if not children[s]),
+    )
+    subtrees = {top: _subtree(whole, top) for top in children[ROOT]}
+    return replace(whole, subtrees=MappingProxyType(subtrees))
+
+
+def _subtree(whole: PoolIndex, top: str) -> PoolIndex:
+    """``whole`` restricted to ``top``'s subtree (ROOT kept, with ``top`` as its only child)."""
+    inside = frozenset(s for s in whole.teams if whole.path[s][-2] == top)
+    children = {s: whole.children[s] for s in inside}
+    children[ROOT] = (top,)
+    return replace(
+        whole,
+        teams=tuple(s for s in whole.teams if s in inside),
+        children=MappingProxyType(children),
+        bottom_up=tuple(s for s in whole.bottom_up if s in inside),
+        leaves=whole.leaves & inside,
     )
 
 
@@ -71,11 +97,16 @@ class Grants:
 
     __slots__ = ("caps", "granted", "index", "visits")
 
-    def __init__(self, index: PoolIndex, capacity: int) -> None:
+    def __init__(
+        self, index: PoolIndex, capacity: int, granted: dict[str, Milli] | None = None
+    ) -> None:
+        """``granted`` (every team and ROOT; taken, not copied) defaults to nothing granted."""
         self.index = index
         self.caps: dict[str, int | None] = dict(index.cap)
         self.caps[ROOT] = capacity
-        self.granted: dict[str, Milli] = dict.fromkeys((*index.teams, ROOT), 0)
+        self.granted: dict[str, Milli] = (
+            dict.fromkeys((*index.teams, ROOT), 0) if granted is None else granted
+        )
         self.visits = 0
 
     def headroom(self, team: str) -> Milli | None:
@@ -105,28 +136,34 @@ def water_fill(amount: Milli, claims: Sequence[tuple[str, Milli, int]]) -> list[
     Shares follow the weights; nobody gets more than its want; what one claim
     cannot take goes to the others. Returns (name, share) for every claim; the
     shares sum to min(amount, total want). Exact, and independent of claim order.
+    A claim served in full gets its ``want`` object back; the others' shares
+    are ints when whole.
     """
-    total: Milli = sum((want for _n, want, _w in claims), 0)
-    if amount >= total:
+    # Everything times one common denominator, so the loop below is int-only.
+    scale = lcm(amount.denominator, *(want.denominator for _n, want, _w in claims))
+    wants = [want.numerator * (scale // want.denominator) for _n, want, _w in claims]
+    left = amount.numerator * (scale // amount.denominator)
+    if left >= sum(wants):
         return [(name, want) for name, want, _w in claims]
-    left: Milli = amount
     weight_left = sum(weight for _n, _want, weight in claims)
-    waiting = list(claims)
+    waiting = list(range(len(claims)))
     shares: list[tuple[str, Milli]] = []
     while True:
         # Whoever wants no more than an even share at the current level is
         # served in full; that only raises the level for the rest, so repeat.
         # (Cross-multiplied: want / weight <= left / weight_left.)
-        full = [c for c in waiting if c[1] * weight_left <= left * c[2]]
+        full = [i for i in waiting if wants[i] * weight_left <= left * claims[i][2]]
         if not full:
             break
-        for name, want, weight in full:
-            shares.append((name, want))
-            left -= want
-            weight_left -= weight
-        waiting = [c for c in waiting if c not in full]
-    per_weight = Fraction(left) / weight_left
-    shares.extend((name, whole(per_weight * weight)) for name, _want, weight in waiting)
+        for i in full:
+            shares.append(claims[i][:2])
+            left -= wants[i]
+            weight_left -= claims[i][2]
+        waiting = [i for i in waiting if i not in full]
+    below = weight_left * scale
+    for i in waiting:
+        share, rest = divmod(left * claims[i][2], below)
+        shares.append((claims[i][0], Fraction(left * claims[i][2], below) if rest else share))
     return shares
 
 

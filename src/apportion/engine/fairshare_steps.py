@@ -1,0 +1,99 @@
+"""Steps 1-2 of SPEC 4: what the buckets grant, for a whole pool or one top-level subtree.
+
+Helpers of :mod:`apportion.engine.fairshare`. Top-level subtrees share no
+bucket and no cap; the only thing they share is the pool capacity (ROOT's
+cap). Steps 1-2 only grant from buckets, so when the buckets of all teams
+together fit in the capacity, ROOT's cap can never bind in them and each
+top-level subtree's steps 1-2 give exactly what they give in the whole pool:
+:class:`~apportion.engine.fairshare.DemandBook` then keeps them per top-level
+team and redoes only those whose demand changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from apportion.engine.fairshare_fill import (
+    ROOT,
+    Grants,
+    LevelFill,
+    Milli,
+    PoolIndex,
+    active_children,
+    fill_level,
+)
+from apportion.engine.fairshare_reserved import PiecesOf, TopGrant, grant_reserved
+
+
+@dataclass(frozen=True, slots=True)
+class BucketGrant:
+    """Result of steps 1-2 over ``index``'s teams.
+
+    ``granted``: team (and ROOT) -> granted to its subtree; ``demand``: level ->
+    leaf -> elastic demand still wanted (every leaf with elastic demand at that
+    level, 0 included). Work counters: ``fills``, ``visits``, ``pieces``.
+    """
+
+    granted: Mapping[str, Milli]
+    demand: Mapping[int, Mapping[str, Milli]]
+    fills: int
+    visits: int
+    pieces: int
+
+
+def grant_buckets(
+    index: PoolIndex,
+    capacity: int,
+    totals: Mapping[str, int],
+    elastic: Mapping[int, Mapping[str, int]],
+    pieces_of: PiecesOf,
+    cache: dict[str, TopGrant] | None = None,
+) -> BucketGrant:
+    """Steps 1-2 for ``index`` (the whole pool or one top-level subtree).
+
+    ``totals``: leaf -> reserved demand; ``elastic``: level -> leaf -> elastic
+    demand; ``pieces_of`` and ``cache`` as for :func:`grant_reserved`.
+    """
+    reserved = grant_reserved(index, capacity, totals, pieces_of, cache)
+    grants = Grants(index, capacity)
+    for leaf in sorted(reserved.by_leaf):
+        grants.add_to_path(leaf, reserved.by_leaf[leaf])
+    demand: dict[int, dict[str, Milli]] = {p: dict(elastic[p]) for p in elastic}
+    fills = _serve_from_buckets(grants, reserved.bucket_left, demand)
+    return BucketGrant(grants.granted, demand, fills, grants.visits, reserved.pieces)
+
+
+def _serve_from_buckets(
+    grants: Grants, bucket_left: Mapping[str, int], demand: dict[int, dict[str, Milli]]
+) -> int:
+    """Step 2: guaranteed-backed elastic. Changes ``grants`` and ``demand``; returns fills run.
+
+    a. Each leaf's own bucket leftover serves that leaf, level by level; the
+       leaves only compete when a cap above them binds, and then share it by
+       water-filling.
+    b. Each ancestor's leftover, deepest ancestors first (then by slug), is
+       shared in its subtree by water-filling, level by level.
+    """
+    index = grants.index
+    levels = sorted(demand, reverse=True)
+    kids = {p: active_children(index, demand[p]) for p in levels}
+    fills = 0
+    own: dict[str, Milli] = {
+        leaf: bucket_left[leaf] for leaf in sorted(index.leaves) if bucket_left[leaf] > 0
+    }
+    if own:
+        for p in levels:
+            fill_level(grants, LevelFill(ROOT, demand[p], kids[p], own), None)
+            fills += 1
+    for team in index.bottom_up:
+        left: Milli = bucket_left[team]
+        if team in index.leaves or left <= 0:
+            continue
+        for p in levels:
+            if left <= 0:
+                break
+            if team in kids[p]:
+                left -= fill_level(grants, LevelFill(team, demand[p], kids[p]), left)
+                fills += 1
+    return fills

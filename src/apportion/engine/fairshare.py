@@ -50,6 +50,7 @@ __all__ = ["DemandBook", "DemandItem", "Entitlements", "entitlements"]
 
 _ZERO = Fraction(0)
 K = TypeVar("K")
+_MEMO_LIMIT = 4096  # whole amounts kept as Fractions between calls, at most
 Demand = dict[int, dict[str, Milli]]  # priority -> leaf -> elastic demand still wanted
 
 
@@ -133,8 +134,8 @@ class DemandBook:
     """
 
     __slots__ = (
-        "_buckets", "_elastic", "_index", "_items", "_reserved", "_reserved_total", "_sorted",
-        "_step1", "_tops",
+        "_buckets", "_elastic", "_fractions", "_index", "_items", "_reserved",
+        "_reserved_total", "_sorted", "_step1", "_tops",
     )
 
     def __init__(
@@ -150,6 +151,7 @@ class DemandBook:
             top: {} for top in self._index.children[ROOT]
         }
         self._buckets = sum(self._index.bucket.values())
+        self._fractions: dict[int, Fraction] = {}  # whole milli -> the same as a Fraction
         self._reserved_total: dict[str, int] = {}  # leaf -> milli
         self._reserved: dict[str, list[tuple[OrderKey, int]]] = {}  # leaf -> workloads
         self._sorted: dict[str, LeafOrder] = {}  # leaf -> its workloads in order (a cache)
@@ -294,6 +296,24 @@ class DemandBook:
                     found.update(wanted)
         return granted, demand, work
 
+    def _fractions_of(
+        self, granted: Mapping[str, Milli], teams: Iterable[str]
+    ) -> dict[str, Fraction]:
+        """``granted`` of ``teams`` as Fractions; those of whole amounts are kept between calls."""
+        memo = self._fractions
+        if len(memo) > _MEMO_LIMIT:
+            memo.clear()
+        out: dict[str, Fraction] = {}
+        for team in teams:
+            value = granted[team]
+            if isinstance(value, int):
+                found = memo.get(value)
+                if found is None:
+                    found = memo[value] = Fraction(value)
+                value = found
+            out[team] = value
+        return out
+
     def entitlements(self, capacity: int) -> Entitlements:
         """Entitlements from the current demand in a pool of ``capacity`` milli-GPU."""
         if capacity < 0:
@@ -322,7 +342,7 @@ class DemandBook:
         return Entitlements(
             pool=index.pool,
             capacity=capacity,
-            by_team=MappingProxyType({t: Fraction(grants.granted[t]) for t in index.teams}),
+            by_team=MappingProxyType(self._fractions_of(grants.granted, index.teams)),
             surplus=Fraction(surplus),
             counters=MappingProxyType(counters),
         )

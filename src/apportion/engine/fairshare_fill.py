@@ -52,7 +52,7 @@ def index_pool(tree: OrgTree, pool: str) -> PoolIndex:
     """Flatten ``tree`` for ``pool``: O(teams x depth).
 
     ``subtrees`` holds the same view of each top-level team's subtree alone
-    (ROOT's only child is that team; mappings shared with the whole index).
+    (ROOT's only child is that team).
     """
     teams = tuple(sorted(tree.teams))
     children = {slug: tree.children(slug) for slug in teams}
@@ -79,10 +79,15 @@ def _subtree(whole: PoolIndex, top: str) -> PoolIndex:
     inside = frozenset(s for s in whole.teams if whole.path[s][-2] == top)
     children = {s: whole.children[s] for s in inside}
     children[ROOT] = (top,)
+    path = {s: whole.path[s] for s in (*inside, ROOT)}
     return replace(
         whole,
         teams=tuple(s for s in whole.teams if s in inside),
         children=MappingProxyType(children),
+        path=MappingProxyType(path),
+        bucket=MappingProxyType({s: whole.bucket[s] for s in inside}),
+        cap=MappingProxyType({s: whole.cap[s] for s in inside}),
+        weight=MappingProxyType({s: whole.weight[s] for s in inside}),
         bottom_up=tuple(s for s in whole.bottom_up if s in inside),
         leaves=whole.leaves & inside,
     )

@@ -82,7 +82,7 @@ def _serve_from_buckets(
     own: dict[str, Milli] = {
         leaf: bucket_left[leaf] for leaf in sorted(index.leaves) if bucket_left[leaf] > 0
     }
-    if own:
+    if own and not _serve_own_buckets(grants, own, demand, levels):
         for p in levels:
             fill_level(grants, LevelFill(ROOT, demand[p], kids[p], own), None)
             fills += 1
@@ -97,3 +97,39 @@ def _serve_from_buckets(
                 left -= fill_level(grants, LevelFill(team, demand[p], kids[p]), left)
                 fills += 1
     return fills
+
+
+def _serve_own_buckets(
+    grants: Grants, own: dict[str, Milli], demand: dict[int, dict[str, Milli]], levels: list[int]
+) -> bool:
+    """Step 2a without water-filling, when no cap can bind; False (nothing done) otherwise.
+
+    Each leaf would take min(own bucket left, its elastic demand). When every
+    cap (ROOT's too) has room for all that its subtree's leaves would take, no
+    leaf competes with another: each takes min(bucket left, demand) level by
+    level, highest first, exactly what the water-filling passes would give.
+    """
+    index, caps, granted = grants.index, grants.caps, grants.granted
+    take = {leaf: min(left, sum(demand[p].get(leaf, 0) for p in levels))
+            for leaf, left in own.items()}
+    below: dict[str, Milli] = {}
+    for leaf, amount in take.items():
+        for team in index.path[leaf]:
+            if caps[team] is not None:
+                below[team] = below.get(team, 0) + amount
+    for team, amount in below.items():
+        cap = caps[team]
+        if cap is not None and cap - granted[team] < amount:
+            return False
+    for leaf, left in own.items():
+        for p in levels:
+            wanted = demand[p].get(leaf, 0)
+            if left <= 0:
+                break
+            if wanted > 0:
+                give = min(wanted, left)
+                demand[p][leaf] = wanted - give
+                left -= give
+                grants.add_to_path(leaf, give)
+        own[leaf] = left
+    return True

@@ -184,3 +184,19 @@ def test_dry_run_reports_victims_and_changes_nothing() -> None:
     dr2 = w.dry_run("late", "a", 8)
     assert dr2.starts_now is False and dr2.reason is not None
     assert dr2.reason.code.value == "WAITING_FOR_CAPACITY"
+
+
+def test_lumpy_burst_overshoot_is_reclaimed_in_the_same_cycle() -> None:
+    """SPEC 6.2's deficit order cannot split an 8-GPU job: a starts it (its
+    deficit 4 ties b's, a submitted first), then b's 1-GPU jobs take it back by
+    6.4 in the same cycle, and the rule never lets a take it back (docs)."""
+    w = World().pool(nodes=1).team("a").team("b")
+    w.submit("big", "a", 8)
+    for i in range(8):
+        w.submit(f"b{i}", "b", 1)
+    w.cycle()
+    kinds = [(d.kind.value, d.workload_id) for d in w.plans[0].decisions
+             if d.kind.value in ("start", "preempt")]
+    assert kinds[0] == ("start", w.names["big"]) and ("preempt", w.names["big"]) in kinds
+    w.settle()
+    assert w.status("big") == "Preempted" and len(w.running("b")) == 8

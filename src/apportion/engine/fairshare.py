@@ -113,6 +113,14 @@ def entitlements(
     return DemandBook(tree, pool, demand, index=index).entitlements(capacity)
 
 
+class _Fractions(dict[int, Fraction]):
+    """Whole milli -> the same as a Fraction, made on first use."""
+
+    def __missing__(self, key: int) -> Fraction:
+        value = self[key] = Fraction(key)
+        return value
+
+
 class Work(NamedTuple):
     """Work counters of steps 1-2 in one call."""
 
@@ -151,7 +159,7 @@ class DemandBook:
             top: {} for top in self._index.children[ROOT]
         }
         self._buckets = sum(self._index.bucket.values())
-        self._fractions: dict[int, Fraction] = {}  # whole milli -> the same as a Fraction
+        self._fractions = _Fractions()
         self._reserved_total: dict[str, int] = {}  # leaf -> milli
         self._reserved: dict[str, list[tuple[OrderKey, int]]] = {}  # leaf -> workloads
         self._sorted: dict[str, LeafOrder] = {}  # leaf -> its workloads in order (a cache)
@@ -273,7 +281,7 @@ class DemandBook:
             )
             fresh: Demand = {p: dict(level) for p, level in done.demand.items()}
             return dict(done.granted), fresh, Work(done.fills, done.visits, done.pieces)
-        granted: dict[str, Milli] = {ROOT: 0}
+        granted: dict[str, Milli] = dict.fromkeys((*index.teams, ROOT), 0)  # in this order
         demand: Demand = {}
         work = Work(0, 0, 0)
         for top in index.children[ROOT]:
@@ -296,22 +304,16 @@ class DemandBook:
                     found.update(wanted)
         return granted, demand, work
 
-    def _fractions_of(
-        self, granted: Mapping[str, Milli], teams: Iterable[str]
-    ) -> dict[str, Fraction]:
-        """``granted`` of ``teams`` as Fractions; those of whole amounts are kept between calls."""
+    def _fractions_of(self, granted: Mapping[str, Milli]) -> dict[str, Fraction]:
+        """``granted`` as Fractions, in its order, without ROOT.
+
+        Fractions of whole amounts are kept between calls (a bounded memo).
+        """
         memo = self._fractions
         if len(memo) > _MEMO_LIMIT:
             memo.clear()
-        out: dict[str, Fraction] = {}
-        for team in teams:
-            value = granted[team]
-            if isinstance(value, int):
-                found = memo.get(value)
-                if found is None:
-                    found = memo[value] = Fraction(value)
-                value = found
-            out[team] = value
+        out = {t: memo[v] if isinstance(v, int) else v for t, v in granted.items()}
+        del out[ROOT]
         return out
 
     def entitlements(self, capacity: int) -> Entitlements:
@@ -342,7 +344,7 @@ class DemandBook:
         return Entitlements(
             pool=index.pool,
             capacity=capacity,
-            by_team=MappingProxyType(self._fractions_of(grants.granted, index.teams)),
+            by_team=MappingProxyType(self._fractions_of(grants.granted)),
             surplus=Fraction(surplus),
             counters=MappingProxyType(counters),
         )

@@ -27,8 +27,9 @@ class PoolIndex:
     """One pool's view of an org tree, flattened once for the fair-share passes.
 
     ``children`` and ``path`` include ``ROOT`` (``path`` runs team first, ROOT
-    last; ROOT's own path is just ROOT). ``teams`` excludes ROOT. ``bucket`` is
-    the own bucket, never below 0. ``bottom_up`` lists every team deepest
+    last; ROOT's own path is just ROOT); ``capped_path`` keeps the teams of
+    ``path`` that have a cap (ROOT always: the pool). ``teams`` excludes ROOT.
+    ``bucket`` is the own bucket, never below 0. ``bottom_up`` lists every team deepest
     first, then by slug: children always come before parents.
     """
 
@@ -41,6 +42,7 @@ class PoolIndex:
     weight: Mapping[str, int]
     bottom_up: tuple[str, ...]
     leaves: frozenset[str]
+    capped_path: Mapping[str, tuple[str, ...]]
     subtrees: Mapping[str, PoolIndex] = field(default_factory=lambda: MappingProxyType({}))
 
     def top_of(self, team: str) -> str:
@@ -69,6 +71,10 @@ def index_pool(tree: OrgTree, pool: str) -> PoolIndex:
         weight=MappingProxyType({s: tree.team(s).bursting_priority for s in teams}),
         bottom_up=tuple(sorted(teams, key=lambda s: (-len(path[s]), s))),
         leaves=frozenset(s for s in teams if not children[s]),
+        capped_path=MappingProxyType({
+            s: tuple(t for t in path[s] if t == ROOT or tree.cap(t, pool) is not None)
+            for s in teams
+        }),
     )
     subtrees = {top: _subtree(whole, top) for top in children[ROOT]}
     return replace(whole, subtrees=MappingProxyType(subtrees))
@@ -85,6 +91,7 @@ def _subtree(whole: PoolIndex, top: str) -> PoolIndex:
         teams=tuple(s for s in whole.teams if s in inside),
         children=MappingProxyType(children),
         path=MappingProxyType(path),
+        capped_path=MappingProxyType({s: whole.capped_path[s] for s in inside}),
         bucket=MappingProxyType({s: whole.bucket[s] for s in inside}),
         cap=MappingProxyType({s: whole.cap[s] for s in inside}),
         weight=MappingProxyType({s: whole.weight[s] for s in inside}),

@@ -77,15 +77,23 @@ def _serve_from_buckets(
     """
     index = grants.index
     levels = sorted(demand, reverse=True)
-    kids = {p: active_children(index, demand[p]) for p in levels}
+    kids: dict[int, dict[str, tuple[str, ...]]] = {}  # filled when needed
+
+    def kids_of(p: int) -> dict[str, tuple[str, ...]]:
+        found = kids.get(p)
+        if found is None:
+            found = kids[p] = active_children(index, demand[p])
+        return found
+
     fills = 0
     own: dict[str, Milli] = {
         leaf: bucket_left[leaf] for leaf in sorted(index.leaves) if bucket_left[leaf] > 0
     }
     if own and not _serve_own_buckets(grants, own, demand, levels):
         for p in levels:
-            fill_level(grants, LevelFill(ROOT, demand[p], kids[p], own), None)
+            fill_level(grants, LevelFill(ROOT, demand[p], kids_of(p), own), None)
             fills += 1
+        kids.clear()  # demand changed: drop teams whose demand ran out
     for team in index.bottom_up:
         left: Milli = bucket_left[team]
         if team in index.leaves or left <= 0:
@@ -93,8 +101,8 @@ def _serve_from_buckets(
         for p in levels:
             if left <= 0:
                 break
-            if team in kids[p]:
-                left -= fill_level(grants, LevelFill(team, demand[p], kids[p]), left)
+            if team in kids_of(p):
+                left -= fill_level(grants, LevelFill(team, demand[p], kids_of(p)), left)
                 fills += 1
     return fills
 
@@ -110,25 +118,28 @@ def _serve_own_buckets(
     level, highest first, exactly what the water-filling passes would give.
     """
     index, caps, granted = grants.index, grants.caps, grants.granted
-    take = {leaf: min(left, sum(demand[p].get(leaf, 0) for p in levels))
-            for leaf, left in own.items()}
+    wanted: dict[str, Milli] = {}
+    for p in levels:
+        for leaf, milli in demand[p].items():
+            wanted[leaf] = wanted.get(leaf, 0) + milli
     below: dict[str, Milli] = {}
-    for leaf, amount in take.items():
-        for team in index.path[leaf]:
-            if caps[team] is not None:
-                below[team] = below.get(team, 0) + amount
+    for leaf, left in own.items():
+        take = min(left, wanted.get(leaf, 0))
+        if take > 0:
+            for team in index.capped_path[leaf]:
+                below[team] = below.get(team, 0) + take
     for team, amount in below.items():
         cap = caps[team]
         if cap is not None and cap - granted[team] < amount:
             return False
     for leaf, left in own.items():
         for p in levels:
-            wanted = demand[p].get(leaf, 0)
+            still = demand[p].get(leaf, 0)
             if left <= 0:
                 break
-            if wanted > 0:
-                give = min(wanted, left)
-                demand[p][leaf] = wanted - give
+            if still > 0:
+                give = min(still, left)
+                demand[p][leaf] = still - give
                 left -= give
                 grants.add_to_path(leaf, give)
         own[leaf] = left

@@ -1,7 +1,8 @@
 """The tree of one pool, grant bookkeeping, and weighted water-filling (SPEC 4).
 
 Helpers of :mod:`apportion.engine.fairshare`. Amounts are milli-GPU, exact:
-``int`` while nothing has been divided, ``Fraction`` after. The *virtual root*
+``int`` when whole, ``Fraction`` otherwise; shares being handed down are
+(numerator, denominator) pairs, so that no Fraction is made for them. The *virtual root*
 (``ROOT``, an empty slug no team can have) has the top-level teams as its
 children and the pool capacity as its cap, so "never more than the pool" is
 just one more cap on every path.
@@ -142,24 +143,27 @@ class Grants:
             self.granted[slug] += amount
 
 
-def water_fill(amount: Milli, claims: Sequence[tuple[str, Milli, int]]) -> list[tuple[str, Milli]]:
-    """Divide ``amount`` among ``claims`` = (name, want > 0, weight).
+Share = tuple[str, int, int]  # (name, numerator, denominator > 0), not always in lowest terms
+
+
+def water_fill(num: int, den: int, claims: Sequence[tuple[str, Milli, int]]) -> list[Share]:
+    """Divide ``num / den`` among ``claims`` = (name, want > 0, weight).
 
     Shares follow the weights; nobody gets more than its want; what one claim
-    cannot take goes to the others. Returns (name, share) for every claim; the
-    shares sum to min(amount, total want). Exact, and independent of claim order.
-    A claim served in full gets its ``want`` object back; the others' shares
-    are ints when whole.
+    cannot take goes to the others. Returns (name, numerator, denominator) of
+    every claim's share (a fraction not always in lowest terms, so that no
+    Fraction is made for it); the shares sum to min(amount, total want).
+    Exact, and independent of claim order.
     """
     # Everything times one common denominator, so the loop below is int-only.
-    scale = lcm(amount.denominator, *(want.denominator for _n, want, _w in claims))
+    scale = lcm(den, *(want.denominator for _n, want, _w in claims))
     wants = [want.numerator * (scale // want.denominator) for _n, want, _w in claims]
-    left = amount.numerator * (scale // amount.denominator)
+    left = num * (scale // den)
     if left >= sum(wants):
-        return [(name, want) for name, want, _w in claims]
+        return [(name, want.numerator, want.denominator) for name, want, _w in claims]
     weight_left = sum(weight for _n, _want, weight in claims)
     waiting = list(range(len(claims)))
-    shares: list[tuple[str, Milli]] = []
+    shares: list[Share] = []
     while True:
         # Whoever wants no more than an even share at the current level is
         # served in full; that only raises the level for the rest, so repeat.
@@ -168,20 +172,25 @@ def water_fill(amount: Milli, claims: Sequence[tuple[str, Milli, int]]) -> list[
         if not full:
             break
         for i in full:
-            shares.append(claims[i][:2])
+            name, want, weight = claims[i]
+            shares.append((name, want.numerator, want.denominator))
             left -= wants[i]
-            weight_left -= claims[i][2]
+            weight_left -= weight
         waiting = [i for i in waiting if i not in full]
     below = weight_left * scale
-    for i in waiting:
-        share, rest = divmod(left * claims[i][2], below)
-        shares.append((claims[i][0], Fraction(left * claims[i][2], below) if rest else share))
+    shares.extend((claims[i][0], left * claims[i][2], below) for i in waiting)
     return shares
 
 
-def whole(value: Fraction) -> Milli:
-    """``value`` as an int when it is whole, so that later sums stay cheap."""
-    return value.numerator if value.denominator == 1 else value
+def plus(value: Milli, num: int, den: int) -> Milli:
+    """``value + num / den``, exact; an int when whole, so that later sums stay cheap."""
+    if den == 1 and isinstance(value, int):
+        return value + num
+    top = value.numerator * den + num * value.denominator
+    bottom = value.denominator * den
+    if top % bottom:
+        return Fraction(top, bottom)
+    return top // bottom
 
 
 def active_children(index: PoolIndex, leaves: Mapping[str, Milli]) -> dict[str, tuple[str, ...]]:
@@ -261,16 +270,16 @@ def _want(grants: Grants, fill: LevelFill, team: str, wants: dict[str, Milli]) -
 
 def _divide(grants: Grants, fill: LevelFill, wants: Mapping[str, Milli], amount: Milli) -> None:
     """Hand ``amount`` (<= wants[fill.root]) down the tree by weighted water-filling."""
-    weight = grants.index.weight
-    stack: list[tuple[str, Milli]] = [(fill.root, amount)]
+    weight, granted, kids, demand = grants.index.weight, grants.granted, fill.kids, fill.demand
+    stack: list[Share] = [(fill.root, amount.numerator, amount.denominator)]
     while stack:
-        team, given = stack.pop()
-        grants.granted[team] += given
-        children = fill.kids.get(team)
+        team, num, den = stack.pop()
+        granted[team] = plus(granted[team], num, den)
+        children = kids.get(team)
         if children is None:
-            fill.demand[team] -= given
+            demand[team] = plus(demand[team], -num, den)
             if fill.leaf_limit is not None:
-                fill.leaf_limit[team] -= given
+                fill.leaf_limit[team] = plus(fill.leaf_limit[team], -num, den)
             continue
         claims = [(c, wants[c], weight[c]) for c in children if wants[c] > 0]
-        stack.extend((c, share) for c, share in water_fill(given, claims) if share > 0)
+        stack.extend(share for share in water_fill(num, den, claims) if share[1] > 0)

@@ -331,7 +331,7 @@ class DemandBook:
             if room is None or room <= 0:
                 break
             kids = active_children(index, demand[p])
-            fill_level(grants, LevelFill(ROOT, demand[p], kids), None)
+            fill_level(grants, LevelFill(ROOT, demand[p], kids, stop_when_full=True), None)
             fills += 1
         counters = {
             "items": self._items,

@@ -2,10 +2,10 @@
 
 Helpers of :mod:`apportion.engine.fairshare`. Amounts are milli-GPU, exact:
 ``int`` when whole, ``Fraction`` otherwise; shares being handed down are
-(numerator, denominator) pairs, so that no Fraction is made for them. The *virtual root*
-(``ROOT``, an empty slug no team can have) has the top-level teams as its
-children and the pool capacity as its cap, so "never more than the pool" is
-just one more cap on every path.
+(numerator, denominator) pairs, so that no Fraction is made for them. The
+*virtual root* (``ROOT``, an empty slug no team can have) has the top-level
+teams as its children and the pool capacity as its cap, so "never more than
+the pool" is just one more cap on every path.
 """
 
 from __future__ import annotations
@@ -217,13 +217,15 @@ class LevelFill:
 
     ``demand`` (leaf -> still wanted) and ``leaf_limit`` (leaf -> still allowed,
     e.g. what is left of its own bucket; None = no such limit) are changed in
-    place by :func:`fill_level`.
+    place by :func:`fill_level`; ``demand`` not when ``stop_when_full`` (the
+    caller stops once the pool is full) and this pass fills the pool.
     """
 
     root: str
     demand: MutableMapping[str, Milli]
     kids: Mapping[str, tuple[str, ...]]
     leaf_limit: MutableMapping[str, Milli] | None = None
+    stop_when_full: bool = False
 
 
 def fill_level(grants: Grants, fill: LevelFill, limit: Milli | None) -> Milli:
@@ -244,7 +246,8 @@ def fill_level(grants: Grants, fill: LevelFill, limit: Milli | None) -> Milli:
             amount = bound
     if amount <= 0:
         return 0
-    _divide(grants, fill, wants, amount)
+    fills_pool = fill.stop_when_full and amount == grants.path_headroom(grants.index.path[ROOT])
+    _divide(grants, fill, wants, amount, None if fills_pool else fill.demand)
     for slug in grants.index.path[fill.root][1:]:
         grants.granted[slug] += amount
     return amount
@@ -268,16 +271,27 @@ def _want(grants: Grants, fill: LevelFill, team: str, wants: dict[str, Milli]) -
     return want
 
 
-def _divide(grants: Grants, fill: LevelFill, wants: Mapping[str, Milli], amount: Milli) -> None:
-    """Hand ``amount`` (<= wants[fill.root]) down the tree by weighted water-filling."""
-    weight, granted, kids, demand = grants.index.weight, grants.granted, fill.kids, fill.demand
+def _divide(
+    grants: Grants,
+    fill: LevelFill,
+    wants: Mapping[str, Milli],
+    amount: Milli,
+    demand: MutableMapping[str, Milli] | None,
+) -> None:
+    """Hand ``amount`` (<= wants[fill.root]) down the tree by weighted water-filling.
+
+    The leaves' ``demand`` (None: not needed any more) and ``fill.leaf_limit``
+    go down by what they get.
+    """
+    weight, granted, kids = grants.index.weight, grants.granted, fill.kids
     stack: list[Share] = [(fill.root, amount.numerator, amount.denominator)]
     while stack:
         team, num, den = stack.pop()
         granted[team] = plus(granted[team], num, den)
         children = kids.get(team)
         if children is None:
-            demand[team] = plus(demand[team], -num, den)
+            if demand is not None:
+                demand[team] = plus(demand[team], -num, den)
             if fill.leaf_limit is not None:
                 fill.leaf_limit[team] = plus(fill.leaf_limit[team], -num, den)
             continue

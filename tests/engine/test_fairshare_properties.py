@@ -165,6 +165,27 @@ def test_demand_book_updates_match_a_fresh_computation(world: World, data: st.Da
     assert book.entitlements(world.capacity).by_team == fresh.by_team
 
 
+@SETTINGS
+@given(worlds(valid=False), st.data())
+def test_demand_book_caches_follow_adds_removes_and_capacity(
+    world: World, data: st.DataObject
+) -> None:
+    """Per-top caches stay exact whichever way demand and capacity move (both paths)."""
+    pending = list(world.demand)
+    kept: list[DemandItem] = []
+    book = DemandBook(world.tree, POOL)
+    for _ in range(data.draw(st.integers(1, 12))):
+        if pending and (not kept or data.draw(st.booleans())):
+            item = pending.pop(data.draw(st.integers(0, len(pending) - 1)))
+            book.add(item)
+            kept.append(item)
+        elif kept:
+            book.remove(kept.pop(data.draw(st.integers(0, len(kept) - 1))))
+        capacity = data.draw(st.integers(0, 50)) * 1000
+        fresh = entitlements(world.tree, POOL, capacity, kept)
+        assert book.entitlements(capacity).by_team == fresh.by_team
+
+
 def load_bench() -> ModuleType:
     """bench/fairshare.py, whose naive per-workload implementation is the reference."""
     path = Path(__file__).resolve().parents[2] / "bench" / "fairshare.py"

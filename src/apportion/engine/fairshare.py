@@ -12,14 +12,16 @@ four steps and reports, for every team, everything granted to its subtree:
    water-filling down the tree (bursting priorities as weights).
 
 Every grant respects the burst caps on its path and the pool capacity. All
-arithmetic is exact (``int`` milli-GPU, ``Fraction`` once divided); nothing
+arithmetic is exact (``int`` milli-GPU when whole, else ``Fraction``); nothing
 depends on dict, set or input order. docs/fairshare.md explains it in words.
 
 Cost: demand is aggregated per (leaf, class, priority) first; after that the
 work is per team and priority level, O(teams x depth x levels), plus sorting
 the reserved workloads of the leaves in subtrees where a bucket is short.
 :class:`DemandBook` keeps the aggregates between cycles so that one workload's
-change costs O(1) and only the per-team passes run again.
+change costs O(1), and keeps steps 1-2 per top-level team (when all buckets
+fit in the pool) so that only the changed top-level subtrees and step 4 run
+again.
 """
 
 from __future__ import annotations
@@ -134,11 +136,14 @@ class DemandBook:
 
     ``add``/``remove`` change one workload's demand in O(1) (removing reserved
     work scans its leaf's list) and drop only the caches it touches: its leaf's
-    sorted reserved work and its top-level team's step 1 result.
-    ``entitlements`` then redoes step 1 only for top-level teams whose reserved
+    sorted reserved work and its top-level team's results of steps 1-2 (and of
+    step 1 alone, used when the buckets exceed the pool).
+    ``entitlements`` then redoes steps 1-2 only for top-level teams whose
     demand changed (sorting reserved work only of leaves in subtrees where a
-    bucket is short) and steps 2-4 from the aggregates: O(teams x depth x
-    levels). It never looks at elastic workloads one by one. Not thread-safe.
+    bucket is short), or, when the buckets exceed the pool, step 1 for those
+    whose reserved demand changed and step 2 for the whole pool; then step 4.
+    O(teams x depth x levels) at most; it never looks at elastic workloads one
+    by one. Not thread-safe.
     """
 
     __slots__ = (

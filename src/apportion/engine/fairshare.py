@@ -46,7 +46,7 @@ from apportion.engine.fairshare_fill import (
     index_pool,
 )
 from apportion.engine.fairshare_reserved import LeafOrder, OrderKey, TopGrant
-from apportion.engine.fairshare_steps import BucketGrant, grant_buckets
+from apportion.engine.fairshare_steps import BucketTotals, grant_buckets
 
 __all__ = ["DemandBook", "DemandItem", "Entitlements", "entitlements"]
 
@@ -148,7 +148,7 @@ class DemandBook:
 
     __slots__ = (
         "_buckets", "_elastic", "_fractions", "_index", "_items", "_reserved",
-        "_reserved_total", "_sorted", "_step1", "_tops",
+        "_reserved_total", "_sorted", "_step1", "_tops", "_totals",
     )
 
     def __init__(
@@ -169,7 +169,8 @@ class DemandBook:
         self._reserved: dict[str, list[tuple[OrderKey, int]]] = {}  # leaf -> workloads
         self._sorted: dict[str, LeafOrder] = {}  # leaf -> its workloads in order (a cache)
         self._step1: dict[str, TopGrant] = {}  # top-level team -> its step 1 (a cache)
-        self._tops: dict[str, BucketGrant] = {}  # top-level team -> its steps 1-2 (a cache)
+        self._totals = BucketTotals(self._index)  # steps 1-2 per top-level team (a cache)
+        self._tops: set[str] = set()  # top-level teams whose part in _totals is current
         self._items = 0
         self._add_all(demand)
 
@@ -249,7 +250,7 @@ class DemandBook:
 
     def _bump(self, item: DemandItem, delta: int) -> None:
         """Change the totals of ``item``'s (leaf, class, priority) by ``delta``."""
-        self._tops.pop(self._index.top_of(item.team), None)
+        self._tops.discard(self._index.top_of(item.team))
         if item.is_reserved:
             _bump(self._reserved_total, item.team, delta)
             return
@@ -286,28 +287,18 @@ class DemandBook:
             )
             fresh: Demand = {p: dict(level) for p, level in done.demand.items()}
             return dict(done.granted), fresh, Work(done.fills, done.visits, done.pieces)
-        granted: dict[str, Milli] = dict.fromkeys((*index.teams, ROOT), 0)  # in this order
-        demand: Demand = {}
         work = Work(0, 0, 0)
         for top in index.children[ROOT]:
-            part = self._tops.get(top)
-            if part is None:
-                part = self._tops[top] = grant_buckets(
+            if top not in self._tops:
+                part = grant_buckets(
                     index.subtrees[top], capacity, self._reserved_total, self._elastic[top],
                     self._pieces_of,
                 )
+                self._totals.put(top, part)
+                self._tops.add(top)
                 work = Work(work.fills + part.fills, work.visits + part.visits,
                             work.pieces + part.pieces)
-            total = granted[ROOT] + part.granted[ROOT]
-            granted.update(part.granted)
-            granted[ROOT] = total
-            for p, wanted in part.demand.items():
-                found = demand.get(p)
-                if found is None:
-                    demand[p] = dict(wanted)
-                else:
-                    found.update(wanted)
-        return granted, demand, work
+        return (*self._totals.copy(), work)
 
     def _fractions_of(self, granted: Mapping[str, Milli]) -> dict[str, Fraction]:
         """``granted`` as Fractions, in its order, without ROOT.

@@ -42,6 +42,43 @@ class BucketGrant:
     pieces: int
 
 
+class BucketTotals:
+    """Steps 1-2 of every top-level subtree put together, replaced one subtree at a time.
+
+    ``granted`` holds every team and ROOT (in ``index.teams`` order, ROOT
+    last); ``demand`` the levels where some leaf has elastic demand.
+    """
+
+    __slots__ = ("demand", "granted", "parts")
+
+    def __init__(self, index: PoolIndex) -> None:
+        self.granted: dict[str, Milli] = dict.fromkeys((*index.teams, ROOT), 0)
+        self.demand: dict[int, dict[str, Milli]] = {}
+        self.parts: dict[str, BucketGrant] = {}
+
+    def put(self, top: str, part: BucketGrant) -> None:
+        """Count ``part`` (``top``'s subtree) instead of what was counted for it."""
+        root = self.granted[ROOT]
+        old = self.parts.get(top)
+        if old is not None:
+            root -= old.granted[ROOT]
+            for p, wanted in old.demand.items():
+                level = self.demand[p]
+                for leaf in wanted:
+                    del level[leaf]
+                if not level:
+                    del self.demand[p]
+        self.granted.update(part.granted)
+        self.granted[ROOT] = root + part.granted[ROOT]
+        for p, wanted in part.demand.items():
+            self.demand.setdefault(p, {}).update(wanted)
+        self.parts[top] = part
+
+    def copy(self) -> tuple[dict[str, Milli], dict[int, dict[str, Milli]]]:
+        """Fresh copies of ``granted`` and ``demand``, for the caller to change."""
+        return dict(self.granted), {p: dict(wanted) for p, wanted in self.demand.items()}
+
+
 def grant_buckets(
     index: PoolIndex,
     capacity: int,

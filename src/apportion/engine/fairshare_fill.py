@@ -10,7 +10,7 @@ the pool" is just one more cap on every path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from itertools import pairwise
@@ -239,7 +239,9 @@ def fill_level(grants: Grants, fill: LevelFill, limit: Milli | None) -> Milli:
     if fill.root not in fill.kids and fill.root not in grants.index.leaves:
         return 0
     wants: dict[str, Milli] = {}
-    amount = _want(grants, fill, fill.root, wants)
+    cut: set[str] = set()
+    amount = _want(grants, fill, fill.root, wants, cut)
+    grants.visits += len(wants)
     above = grants.path_headroom(grants.index.path[fill.root][1:])
     for bound in (limit, above):
         if bound is not None and bound < amount:
@@ -247,15 +249,19 @@ def fill_level(grants: Grants, fill: LevelFill, limit: Milli | None) -> Milli:
     if amount <= 0:
         return 0
     fills_pool = fill.stop_when_full and amount == grants.path_headroom(grants.index.path[ROOT])
-    _divide(grants, fill, wants, amount, None if fills_pool else fill.demand)
+    _divide(grants, fill, (wants, cut), amount, None if fills_pool else fill.demand)
     for slug in grants.index.path[fill.root][1:]:
         grants.granted[slug] += amount
     return amount
 
 
-def _want(grants: Grants, fill: LevelFill, team: str, wants: dict[str, Milli]) -> Milli:
-    """want(team) as in SPEC 4 step 4, recorded in ``wants`` for the whole subtree."""
-    grants.visits += 1
+def _want(
+    grants: Grants, fill: LevelFill, team: str, wants: dict[str, Milli], cut: set[str]
+) -> Milli:
+    """want(team) as in SPEC 4 step 4, recorded in ``wants`` for the whole subtree.
+
+    Teams whose want their cap cut below their demand go into ``cut``.
+    """
     children = fill.kids.get(team)
     want: Milli
     if children is None:
@@ -263,10 +269,13 @@ def _want(grants: Grants, fill: LevelFill, team: str, wants: dict[str, Milli]) -
         if fill.leaf_limit is not None:
             want = min(want, fill.leaf_limit.get(team, 0))
     else:
-        want = sum((_want(grants, fill, c, wants) for c in children), 0)
-    room = grants.headroom(team)
-    if room is not None and room < want:
-        want = max(room, 0)
+        want = 0
+        for child in children:
+            want += _want(grants, fill, child, wants, cut)
+    cap = grants.caps[team]
+    if cap is not None and cap - grants.granted[team] < want:
+        want = max(cap - grants.granted[team], 0)
+        cut.add(team)
     wants[team] = want
     return want
 
@@ -274,26 +283,33 @@ def _want(grants: Grants, fill: LevelFill, team: str, wants: dict[str, Milli]) -
 def _divide(
     grants: Grants,
     fill: LevelFill,
-    wants: Mapping[str, Milli],
+    wanted: tuple[Mapping[str, Milli], Set[str]],
     amount: Milli,
     demand: MutableMapping[str, Milli] | None,
 ) -> None:
     """Hand ``amount`` (<= wants[fill.root]) down the tree by weighted water-filling.
 
-    The leaves' ``demand`` (None: not needed any more) and ``fill.leaf_limit``
-    go down by what they get.
+    ``wanted`` is (wants, cut) from :func:`_want`. The leaves' ``demand``
+    (None: not needed any more) and ``fill.leaf_limit`` go down by what they get.
     """
     weight, granted, kids = grants.index.weight, grants.granted, fill.kids
+    wants, cut = wanted
     stack: list[Share] = [(fill.root, amount.numerator, amount.denominator)]
     while stack:
         team, num, den = stack.pop()
-        granted[team] = plus(granted[team], num, den)
+        was = granted[team]
+        granted[team] = was + num if den == 1 and isinstance(was, int) else plus(was, num, den)
         children = kids.get(team)
         if children is None:
             if demand is not None:
                 demand[team] = plus(demand[team], -num, den)
             if fill.leaf_limit is not None:
                 fill.leaf_limit[team] = plus(fill.leaf_limit[team], -num, den)
+            continue
+        want = wants[team]
+        if team not in cut and num * want.denominator == want.numerator * den:
+            # It gets all it wants, and that is all its children want: so do they.
+            stack.extend((c, w.numerator, w.denominator) for c in children if (w := wants[c]) > 0)
             continue
         claims = [(c, wants[c], weight[c]) for c in children if wants[c] > 0]
         stack.extend(share for share in water_fill(num, den, claims) if share[1] > 0)

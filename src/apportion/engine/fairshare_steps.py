@@ -170,14 +170,18 @@ def _serve_own_buckets(
         if cap is not None and cap - granted[team] < amount:
             return False
     for leaf, left in own.items():
+        if not wanted.get(leaf):
+            continue
+        given = left
         for p in levels:
-            still = demand[p].get(leaf, 0)
-            if left <= 0:
-                break
+            level = demand[p]
+            still = level.get(leaf, 0)
             if still > 0:
                 give = min(still, left)
-                demand[p][leaf] = still - give
+                level[leaf] = still - give
                 left -= give
-                grants.add_to_path(leaf, give)
+                if left <= 0:
+                    break
         own[leaf] = left
+        grants.add_to_path(leaf, given - left)
     return True

@@ -266,10 +266,25 @@ class VictimSearch:
     def _prune(
         self, chosen: list[WorkloadState], dom: tuple[str, str] | None, free: int,
     ) -> list[WorkloadState]:
-        """One reverse pass: drop a victim if W still fits and every test holds.
+        """Reverse passes: drop a victim if W still fits and every 6.4 test holds.
 
-        On entry and exit every kept victim is removed from the working state.
+        SPEC 6.5 asks for one pass and promises an irreducible result; with
+        order-dependent 6.4 tests one pass can miss a victim that becomes
+        sparable only after a later-chosen one was dropped, so the pass repeats
+        until it drops nothing (docs/scheduling.md). On entry and exit every
+        kept victim is removed from the working state.
         """
+        kept = list(chosen)
+        while True:
+            before = len(kept)
+            kept, free = self._prune_pass(kept, dom, free)
+            if len(kept) == before:
+                return kept
+
+    def _prune_pass(
+        self, chosen: list[WorkloadState], dom: tuple[str, str] | None, free: int,
+    ) -> tuple[list[WorkloadState], int]:
+        """One reverse pass, newest-chosen first."""
         needs_order = not (self.for_hold or self.w.spec.is_reserved) and any(
             v.team != self.w.team for v in chosen
         )
@@ -285,7 +300,7 @@ class VictimSearch:
             if spared:
                 kept = [c for c in kept if c is not v]
                 free -= milli
-        return kept
+        return kept, free
 
     def _affects_later(self, v: WorkloadState, kept: list[WorkloadState]) -> bool:
         """Could sparing ``v`` break the 6.4 test of a victim chosen after it?

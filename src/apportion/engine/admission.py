@@ -56,6 +56,14 @@ class Admission:
         self.bump("placements_tried")
         return ps.cluster.place(ps.request(w, pods)), pods
 
+    def can_start(self, ps: PoolState, w: WorkloadState) -> bool:
+        """Would :meth:`try_fit` succeed? (Counts from the indexes, packs nothing.)"""
+        pods = self.quota_pods(ps, w)
+        if pods < w.spec.min_pods:
+            return False
+        self.bump("placements_tried")
+        return ps.cluster.fits(ps.request(w, pods))
+
     # -- outcomes ----------------------------------------------------------------
     def start(self, ps: PoolState, w: WorkloadState, placement: Placement) -> None:
         """Queued -> Starting on ``placement`` (dropping any hold or nomination)."""

@@ -70,8 +70,7 @@ class Router:
 
     def score(self, ps: PoolState, w: WorkloadState, *, now_only: bool = False) -> Score:
         """Lower is better. With ``now_only`` no victim search is run."""
-        result, _pods = self.adm.try_fit(ps, w)
-        if result is not None and result.ok:
+        if self.adm.can_start(ps, w):
             rank, cost = 0, _NO_COST
         elif now_only:
             rank, cost = 3, _NO_COST

@@ -44,6 +44,7 @@ class World:
         self._node_tuple: tuple[Node, ...] = tuple(self.nodes.values())
         self.states: dict[int, WorkloadState] = {}  # every submitted workload
         self.active: dict[int, WorkloadState] = {}  # the non-terminal ones, by id
+        self._waiting: set[int] = set()  # ids of the Pending and Queued ones
         self.exiting: tuple[Exiting, ...] = ()
         self.preemptions: list[Preemption] = []
         self.notes: list[Note] = []
@@ -61,6 +62,10 @@ class World:
             self.active.pop(new.id, None)
         else:
             self.active[new.id] = new
+        if new.status.is_waiting:
+            self._waiting.add(new.id)
+        else:
+            self._waiting.discard(new.id)
         is_new_start = new.status is Status.STARTING and (
             old is None or old.status is not Status.STARTING or old.attempt != new.attempt
         )
@@ -145,7 +150,7 @@ class World:
         )
 
     def has_waiting(self) -> bool:
-        return any(w.status.is_waiting for w in self.active.values())
+        return bool(self._waiting)
 
     def occupancy(self) -> dict[tuple[str, int], list[tuple[int, int]]]:
         """(node, device) -> [(workload id, milli)] for placed work, nominations

@@ -200,3 +200,18 @@ def test_lumpy_burst_overshoot_is_reclaimed_in_the_same_cycle() -> None:
     assert kinds[0] == ("start", w.names["big"]) and ("preempt", w.names["big"]) in kinds
     w.settle()
     assert w.status("big") == "Preempted" and len(w.running("b")) == 8
+
+
+def test_prune_repeats_until_no_victim_can_be_spared() -> None:
+    """One reverse pass would keep c's own small job (docs/scheduling.md)."""
+    w = World().pool(nodes=1, gpus=4).team("a").team("c")
+    w.submit("r0", "a", 2, priority=50)
+    for i in (1, 2, 3):
+        w.submit(f"r{i}", "a", 0.25, priority=10)
+    w.submit("r4", "c", 0.25, priority=10)
+    w.submit("r5", "a", 0.25, priority=50)
+    w.settle()
+    w.submit("newcomer", "c", 2, priority=90)
+    w.settle()
+    assert w.status("newcomer") == "Running"
+    assert w.preempted() == ["r0"]

@@ -202,35 +202,7 @@ def requeue(state: WorkloadState, at: int, cause: str = "", message: str = "") -
         raise IllegalTransition(
             state.name, state.status.value, "Pending (requeue)", state.history()
         )
-    done = Attempt(
-        attempt=state.attempt,
-        status=state.status,
-        pool=state.pool,
-        placement=state.placement,
-        started_at=state.started_at,
-        running_at=state.running_at,
-        ended_at=state.ended_at,
-        preempted_by=state.preempted_by,
-    )
-    note = message or "requeued after preemption"
-    event = Event(at, state.attempt + 1, Status.PENDING, cause, note)
-    return replace(
-        state,
-        status=Status.PENDING,
-        attempt=state.attempt + 1,
-        pool=None,
-        placement=(),
-        nomination=(),
-        is_hold=False,
-        started_at=None,
-        running_at=None,
-        ended_at=None,
-        preempted_by=None,
-        head_since=None,
-        reason=None,
-        events=(*state.events, event),
-        attempts=(*state.attempts, done),
-    )
+    return _next_attempt(state, at, cause, message or "requeued after preemption")
 
 
 def requeue_after_failure(
@@ -249,22 +221,18 @@ def requeue_after_failure(
             state.name, state.status.value, "Failed, then Pending (requeue)", state.history()
         )
     failed = transition(state, Status.FAILED, at, cause, message)
-    done = Attempt(
-        attempt=failed.attempt,
-        status=Status.FAILED,
-        pool=failed.pool,
-        placement=failed.placement,
-        started_at=failed.started_at,
-        running_at=failed.running_at,
-        ended_at=failed.ended_at,
-        preempted_by=None,
-    )
     note = f"requeued after a failure: {message}" if message else "requeued after a failure"
-    event = Event(at, failed.attempt + 1, Status.PENDING, cause, note)
+    return _next_attempt(failed, at, cause, note)
+
+
+def _next_attempt(state: WorkloadState, at: int, cause: str, note: str) -> WorkloadState:
+    """Keep the ended attempt in ``attempts`` and start attempt + 1 in Pending,
+    with the original submission time and a clean slate for everything else."""
+    event = Event(at, state.attempt + 1, Status.PENDING, cause, note)
     return replace(
-        failed,
+        state,
         status=Status.PENDING,
-        attempt=failed.attempt + 1,
+        attempt=state.attempt + 1,
         pool=None,
         placement=(),
         nomination=(),
@@ -275,14 +243,13 @@ def requeue_after_failure(
         preempted_by=None,
         head_since=None,
         reason=None,
-        events=(*failed.events, event),
-        attempts=(*failed.attempts, done),
+        events=(*state.events, event),
+        attempts=(*state.attempts, _attempt_of(state)),
     )
 
 
-def all_attempts(state: WorkloadState) -> tuple[Attempt, ...]:
-    """Every attempt, finished ones first, the current one last."""
-    current = Attempt(
+def _attempt_of(state: WorkloadState) -> Attempt:
+    return Attempt(
         attempt=state.attempt,
         status=state.status,
         pool=state.pool,
@@ -292,4 +259,8 @@ def all_attempts(state: WorkloadState) -> tuple[Attempt, ...]:
         ended_at=state.ended_at,
         preempted_by=state.preempted_by,
     )
-    return (*state.attempts, current)
+
+
+def all_attempts(state: WorkloadState) -> tuple[Attempt, ...]:
+    """Every attempt, finished ones first, the current one last."""
+    return (*state.attempts, _attempt_of(state))

@@ -182,7 +182,10 @@ def read(request: Request, fn: Callable[[Session], T]) -> T:
         return fn(session)
 
 
-def body_of(model: Any) -> dict[str, Any]:
-    """A request model as a dict of the fields the caller set (by alias)."""
+def body_of(model: Any, if_match: int | None = None) -> dict[str, Any]:
+    """A request model as a dict of the fields the caller set (by alias); an
+    ``If-Match`` header gives the ``version`` when the body does not."""
     out: dict[str, Any] = model.model_dump(exclude_unset=True, by_alias=True)
+    if if_match is not None:
+        out.setdefault("version", if_match)
     return out

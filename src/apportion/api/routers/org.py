@@ -56,9 +56,7 @@ def get_current_org(request: Request, ctx: CtxDep) -> JSONResponse:
 def patch_current_org(
     request: Request, ctx: CtxDep, body: OrgUpdate, if_match: IfMatch = None
 ) -> JSONResponse:
-    data = body_of(body)
-    if if_match is not None:
-        data.setdefault("version", if_match)
+    data = body_of(body, if_match)
     return command(request, ctx, None, lambda s: svc.patch_org(s, ctx, data), poke=False)
 
 
@@ -138,9 +136,7 @@ def create_team(request: Request, ctx: CtxDep, idem: IdemDep, body: TeamCreate) 
 def update_team(
     request: Request, ctx: CtxDep, slug: str, body: TeamUpdate, if_match: IfMatch = None
 ) -> JSONResponse:
-    data = body_of(body)
-    if if_match is not None:
-        data.setdefault("version", if_match)
+    data = body_of(body, if_match)
     return command(request, ctx, None, lambda s: svc.update_team(s, ctx, slug, data))
 
 
@@ -168,9 +164,7 @@ def set_reservation(
     request: Request, ctx: CtxDep, team: str, pool: str, body: ReservationSet,
     if_match: IfMatch = None,
 ) -> JSONResponse:
-    data = body_of(body)
-    if if_match is not None:
-        data.setdefault("version", if_match)
+    data = body_of(body, if_match)
     return command(request, ctx, None, lambda s: svc.set_reservation(s, ctx, team, pool, data))
 
 

@@ -58,9 +58,7 @@ def create_pool(request: Request, ctx: CtxDep, idem: IdemDep, body: PoolCreate) 
 def update_pool(
     request: Request, ctx: CtxDep, name: str, body: PoolUpdate, if_match: IfMatch = None
 ) -> JSONResponse:
-    data = body_of(body)
-    if if_match is not None:
-        data.setdefault("version", if_match)
+    data = body_of(body, if_match)
     return run_command(request, ctx, None, lambda s: svc.update_pool(s, ctx, name, data))
 
 

@@ -250,8 +250,16 @@ class VictimSearch:
             def eligible(v: WorkloadState) -> bool:
                 return self.eligible(v) and self._touches(v, dom)
 
+        own = self.w.team
+        is_filtered = dom is not None and sub is None
+
+        def trusted(key: tuple[int, str]) -> bool:
+            # Placed work of another team in the right index: the index holds
+            # only elastic Starting/Running work, all of it eligible for W.
+            return key[0] != NOMINATION and key[1] != own and not is_filtered
+
         queue = VictimQueue(index, self._teams(), self.ws.workloads.__getitem__,
-                            eligible, self.ps.excess_key, self.verdict)
+                            eligible, self.ps.excess_key, self.verdict, trusted)
         try:
             while not self.fit(dom, free):
                 pick = queue.pick()

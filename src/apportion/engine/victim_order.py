@@ -116,7 +116,8 @@ class VictimQueue:
 
     ``eligible`` filters single candidates (static rules, domain); ``test``
     is 6.4's dynamic test; ``excess`` reads a leaf team's excess now (any
-    exact, order-preserving form, e.g. scaled to integers).
+    exact, order-preserving form, e.g. scaled to integers). Groups for which
+    ``trusted`` says yes hold only eligible candidates (no per-item check).
     """
 
     def __init__(
@@ -127,8 +128,10 @@ class VictimQueue:
         eligible: Callable[[WorkloadState], bool],
         excess: Callable[[str], int],
         test: Callable[[WorkloadState], Verdict],
+        trusted: Callable[[GroupKey], bool] | None = None,
     ) -> None:
         self._index, self._lookup, self._eligible = index, lookup, eligible
+        self._trusted = trusted
         self._excess, self._test = excess, test
         self._pos: dict[GroupKey, int] = {}
         self._team_keys: dict[str, list[GroupKey]] = {}
@@ -153,6 +156,8 @@ class VictimQueue:
         """The first eligible candidate of a group at its cursor (advancing it)."""
         items = self._index.groups[key]
         pos = self._pos[key]
+        if self._trusted is not None and self._trusted(key):
+            return self._lookup(items[pos][2]) if pos < len(items) else None
         while pos < len(items):
             v = self._lookup(items[pos][2])
             if self._eligible(v):

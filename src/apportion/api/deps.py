@@ -182,6 +182,10 @@ def read(request: Request, fn: Callable[[Session], T]) -> T:
         return fn(session)
 
 
+#: The ``If-Match`` header: the version a write expects (409 when stale).
+IfMatch = Annotated[int | None, Header(alias="If-Match", description="expected version")]
+
+
 def body_of(model: Any, if_match: int | None = None) -> dict[str, Any]:
     """A request model as a dict of the fields the caller set (by alias); an
     ``If-Match`` header gives the ``version`` when the body does not."""

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from apportion.api.deps import (
     CtxDep,
     IdemDep,
+    IfMatch,
     PageDep,
     body_of,
     envelope,
@@ -42,7 +43,6 @@ from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
 
 router = APIRouter()
-IfMatch = Annotated[int | None, Header(alias="If-Match", description="expected version")]
 
 
 # -- organizations --------------------------------------------------------------------

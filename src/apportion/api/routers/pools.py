@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from apportion.api.deps import (
     CtxDep,
     IdemDep,
+    IfMatch,
     PageDep,
     body_of,
     envelope,
@@ -31,7 +30,6 @@ from apportion.service import pools as svc
 from apportion.service.authz import require_reader
 
 router = APIRouter()
-IfMatch = Annotated[int | None, Header(alias="If-Match", description="expected version")]
 
 
 @router.get("/pools", response_model=Envelope[list[PoolRead]], tags=["pools"])

@@ -16,6 +16,9 @@ brief: ``1000 - stay - max(exiting, claimed - own)``.
 Every change goes through :meth:`DeviceBook.set_device`, which updates the
 scopes containing the device's node and, while a checkpoint is held, logs the
 old values so :meth:`DeviceBook.undo_to` restores the exact previous state.
+A node's count of fully available devices is re-indexed once per operation
+(:meth:`DeviceBook.flush`), not once per device: an 8-GPU pod moves its node
+between count buckets once, not eight times.
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ class DeviceBook:
         self._domain_values: dict[tuple[FilterKey, Constraints, str], tuple[str, ...]] = {}
         self._static: dict[tuple[FilterKey, Constraints], tuple[tuple[int, int], ...]] = {}
         self._by_label: dict[str, dict[str, list[int]]] = {}
+        #: Nodes whose full-device count changed since the last flush -> count before.
+        self._dirty: dict[int, int] = {}
         self._log: list[_LogEntry] = []
         self._log_base = 0
         self._marks: list[int] = []
@@ -151,6 +156,7 @@ class DeviceBook:
         found = self.scopes.get(key)
         if found is not None:
             return found
+        self.flush()
         index = ScopeIndex(key)
         for rank in self.member_nodes(fkey, constraints):
             if not self.is_ready[rank]:
@@ -208,7 +214,10 @@ class DeviceBook:
         return self.first_dev[rank] + index
 
     def set_device(self, g: int, stay: int, exiting: int, claimed: int) -> None:
-        """Set a device's three numbers, re-index it, and log the old values."""
+        """Set a device's three numbers, re-index it, and log the old values.
+
+        The node's full-device count is re-indexed by :meth:`flush`, which every
+        operation calls when it is done (queries must not run in between)."""
         if self._marks:
             self._log.append((g, self.stay[g], self.exiting[g], self.claimed[g]))
         self.stay[g], self.exiting[g], self.claimed[g] = stay, exiting, claimed
@@ -225,21 +234,29 @@ class DeviceBook:
             return
         self.avail[g] = new
         if old == FULL or new == FULL:
-            self._full_changed(node, g, new == FULL)
+            devs = self.full_devs[node]
+            if node not in self._dirty:
+                self._dirty[node] = len(devs)
+            if new == FULL:
+                insort(devs, g)
+            else:
+                del devs[bisect_left(devs, g)]
         for index in self.node_scopes[node]:
             index.device_changed(g, old, new)
 
-    def _full_changed(self, node: int, g: int, is_full: bool) -> None:
-        devs = self.full_devs[node]
-        before = len(devs)
-        if is_full:
-            insort(devs, g)
-        else:
-            del devs[bisect_left(devs, g)]
-        for index in self.node_scopes[node]:
-            index.node_full_changed(node, before, len(devs))
+    def flush(self) -> None:
+        """Re-index the full-device counts of the nodes changed since the last flush."""
+        if not self._dirty:
+            return
+        for node, before in self._dirty.items():
+            after = len(self.full_devs[node])
+            if after != before:
+                for index in self.node_scopes[node]:
+                    index.node_full_changed(node, before, after)
+        self._dirty.clear()
 
     def add_stay(self, g: int, milli: int) -> None:
+        """Trial use of one device (packing); call :meth:`flush` after the pod."""
         self.set_device(g, self.stay[g] + milli, self.exiting[g], self.claimed[g])
 
     # -- owners' records (logged) -------------------------------------------
@@ -266,12 +283,14 @@ class DeviceBook:
             return
         for g, milli in record[1]:
             self.set_device(g, self.stay[g], self.exiting[g], self.claimed[g] - milli)
+        self.flush()
 
     def ignore_exiting(self) -> None:
         """Treat exiting victims as gone (they will free their devices): each
         device then offers ``1000 - stay - claims``. Call under a mark."""
         for g in sorted(self.exiting_devs):
             self.set_device(g, self.stay[g], 0, self.claimed[g])
+        self.flush()
 
     # -- undo log -----------------------------------------------------------
     def mark(self) -> int:
@@ -311,6 +330,7 @@ class DeviceBook:
                     self.claims.pop(owner, None)
                 else:
                     self.claims[owner] = claim
+        self.flush()
         del self._marks[pos + 1 if keep_mark else pos :]
         self._trim()
 

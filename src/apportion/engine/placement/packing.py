@@ -63,4 +63,5 @@ def pack(
         if number + 1 < count:
             for g, milli in chosen:
                 book.add_stay(g, milli)
+            book.flush()
     return tuple(pods)

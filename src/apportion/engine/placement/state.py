@@ -84,6 +84,7 @@ class ClusterState:
             else:
                 stay += milli
             book.set_device(g, stay, exiting, book.claimed[g])
+        book.flush()
         added = tuple((g, milli, is_exiting) for g, milli in shares.items())
         book.set_occupancy(owner, book.occupancy.get(owner, ()) + added)
 
@@ -94,6 +95,7 @@ class ClusterState:
         for g, milli, is_exiting in records:
             if not is_exiting:
                 book.set_device(g, book.stay[g] - milli, book.exiting[g] + milli, book.claimed[g])
+        book.flush()
         if records:
             book.set_occupancy(owner, tuple((g, m, True) for g, m, _ in records))
 
@@ -106,6 +108,7 @@ class ClusterState:
                 book.set_device(g, book.stay[g], book.exiting[g] - milli, book.claimed[g])
             else:
                 book.set_device(g, book.stay[g] - milli, book.exiting[g], book.claimed[g])
+        book.flush()
         if records:
             book.set_occupancy(owner, ())
 
@@ -122,6 +125,7 @@ class ClusterState:
         shares = self._shares(placement)
         for g, milli in shares.items():
             book.set_device(g, book.stay[g], book.exiting[g], book.claimed[g] + milli)
+        book.flush()
         book.set_claim(owner, (placement, tuple(shares.items())))
 
     def unclaim(self, owner: Owner) -> None:

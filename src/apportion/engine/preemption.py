@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.domain.workload import Placement, TopologyMode
 from apportion.engine.placement import PlacementRequest
+from apportion.engine.placement.probe import FitProbe
 from apportion.engine.victim_bounds import Reach, outranks, reach, viable
 from apportion.engine.victim_order import (
     NOMINATION,
@@ -79,6 +80,8 @@ class VictimSearch:
         self._lca: dict[str, tuple[str, str]] = {}
         self._reachable: Reach | None = None
         self._verdicts: dict[str, Verdict] = {}  # by c_V; cleared on every change
+        #: Device side of a single-pod search: removals kept off the book (see _search).
+        self._probe: FitProbe | None = None
 
     # -- candidates ------------------------------------------------------------
     def eligible(self, v: WorkloadState) -> bool:
@@ -181,6 +184,8 @@ class VictimSearch:
         if free < self.need or not self.quota_ok():
             return False
         self.examined += 1
+        if self._probe is not None:
+            return self._probe.fits()
         return self.ps.cluster.fits(self.req, domain=domain, allow_exiting=True)
 
     # -- the search --------------------------------------------------------------
@@ -210,14 +215,27 @@ class VictimSearch:
         self._verdicts.clear()
         if not self.for_hold:
             ws.count(self.ps, self.w, self.need)
-        free = self.ps.cluster.free_milli(owner_of(self.w), allow_exiting=True)
+        cluster = self.ps.cluster
+        free = cluster.free_milli(owner_of(self.w), allow_exiting=True)
+        self._probe = None
+        if (self.req.pods == 1 and not self.for_hold and not cluster.claim_of(owner_of(self.w))
+                and not cluster.fits(self.req, domain=dom, allow_exiting=True)):
+            # One pod that does not fit now can only come to fit on the nodes
+            # of the victims: the probe checks just those, and the book stays
+            # untouched until the set is known.
+            self._probe = cluster.probe(self.req, domain=dom)
         chosen, free = self._greedy(dom, free)
         if chosen is None:
+            self._probe = None
             ws.rollback(start)
             ws.release(start)
             return None
         chosen = self._prune(chosen, dom, free)
-        res = self.ps.cluster.place(self.req, domain=dom, allow_exiting=True)
+        if self._probe is not None:
+            self._probe = None
+            for v in chosen:
+                self._devices_out(v)
+        res = cluster.place(self.req, domain=dom, allow_exiting=True)
         ws.rollback(start)
         ws.release(start)
         if not res.ok:  # pragma: no cover - the prune pass keeps a fitting set
@@ -369,13 +387,17 @@ class VictimSearch:
         return v.placed_milli if v.status.is_placed else v.nominated_milli
 
     def _devices_back(self, v: WorkloadState) -> None:
-        if v.status.is_placed:
+        if self._probe is not None:
+            self._probe.put_back(owner_of(v))
+        elif v.status.is_placed:
             self.ps.cluster.occupy(owner_of(v), v.placement)
         else:
             self.ps.cluster.claim(owner_of(v), v.nomination)
 
     def _devices_out(self, v: WorkloadState) -> None:
-        if v.status.is_placed:
+        if self._probe is not None:
+            self._probe.take_out(owner_of(v))
+        elif v.status.is_placed:
             self.ps.cluster.vacate(owner_of(v))
         else:
             self.ps.cluster.unclaim(owner_of(v))

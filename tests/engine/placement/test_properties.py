@@ -221,3 +221,46 @@ def test_incremental_indexes_equal_indexes_built_from_scratch(
     for fkey, constraints in list(book.scopes):
         new.scope(fkey, constraints)
     assert _index_contents(fresh) == _index_contents(cs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(node_list=pools(), data=st.data())
+def test_fit_probe_agrees_with_taking_owners_out_for_real(
+    node_list: list[Node], data: st.DataObject
+) -> None:
+    """The probe victim searches use answers exactly what vacating the owners
+    (and dropping their claims) and asking :meth:`fits` would answer."""
+    cs = state(node_list, topology=("rack",))
+    _apply(cs, node_list, data.draw(operations()))
+    gpus = data.draw(st.sampled_from(GPUS))
+    milli = data.draw(st.sampled_from([None, None, 333, 1000]))
+    topology = data.draw(st.sampled_from([None, "required", "preferred"]))
+    request = req(gpus if milli is None else 0, 1, 1, owner=(99, 0), milli=milli,
+                  topology=None if topology is None else "rack", mode=topology or "required")
+    domain = data.draw(st.sampled_from([None, ("rack", "r0"), ("rack", "r1")]))
+    if topology == "required" and domain is None:
+        domain = data.draw(st.sampled_from([None, ("rack", "r2")]))
+    if cs.fits(request, domain=domain, allow_exiting=True):
+        return  # the probe is only asked from a state where the pod does not fit
+    probe = cs.probe(request, domain=domain)
+    book = cs._book
+    owners = sorted(set(book.occupancy) | set(book.claims))
+    out: set[tuple[int, int]] = set()
+    for _ in range(data.draw(st.integers(1, 8))):
+        if not owners:
+            break
+        owner = data.draw(st.sampled_from(owners))
+        if owner in out:
+            probe.put_back(owner)
+            out.discard(owner)
+        else:
+            probe.take_out(owner)
+            out.add(owner)
+        token = cs.checkpoint()
+        for o in sorted(out):
+            cs.vacate(o)
+            cs.unclaim(o)
+        real = cs.fits(request, domain=domain, allow_exiting=True)
+        cs.rollback(token)
+        cs.commit_checkpoint(token)
+        assert probe.fits() == real

@@ -241,8 +241,12 @@ class DeviceBook:
                 insort(devs, g)
             else:
                 del devs[bisect_left(devs, g)]
-        for index in self.node_scopes[node]:
-            index.device_changed(g, old, new)
+        if 0 < old < FULL or 0 < new < FULL:
+            for index in self.node_scopes[node]:
+                index.device_changed(g, old, new)
+        else:  # whole device taken or freed: only the totals move
+            for index in self.node_scopes[node]:
+                index.free_total += new - old
 
     def flush(self) -> None:
         """Re-index the full-device counts of the nodes changed since the last flush."""

@@ -26,6 +26,7 @@ from apportion.engine.placement.book import ALL_NODES, DeviceBook, OccRecord
 from apportion.engine.placement.feasibility import never_result
 from apportion.engine.placement.index import FULL
 from apportion.engine.placement.packing import pack
+from apportion.engine.placement.probe import FitProbe
 from apportion.engine.placement.topology import Choice, choose
 from apportion.engine.placement.types import (
     Counters,
@@ -233,6 +234,15 @@ class ClusterState:
         return PlacementResult(
             pods=pods, domain=choice.domain, fitting_pods=choice.count, free_milli=free
         )
+
+    def probe(self, req: PlacementRequest, *, domain: tuple[str, str] | None = None) -> FitProbe:
+        """A :class:`FitProbe` for single-pod ``req`` with exiting victims ignored,
+        as :meth:`fits` with ``allow_exiting``. Only valid while ``req`` does not
+        fit on the current state and the state does not change."""
+        _check_request(req)
+        book = self._book
+        fkey = book.filter_key(req.gpu_type, req.node_selector)
+        return FitProbe(book, req, fkey, () if domain is None else (domain,))
 
     def can_ever_place(self, req: PlacementRequest) -> PlacementResult | None:
         """None if an empty pool (nodes not down; cordoned count) could hold

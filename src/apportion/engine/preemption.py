@@ -149,6 +149,17 @@ class VictimSearch:
             self._verdicts[c_v] = cached
         return cached
 
+    def _block_key(self, v: WorkloadState) -> str:
+        """A "not now" verdict for ``v`` waits for excess(c_W) to fall: c_W.
+
+        Only removals happen during the greedy, so excess(c_V) never rises;
+        the test can only come to pass when a victim under c_W is taken."""
+        return self._lca_children(v.team)[0]
+
+    def _woken(self, picked: WorkloadState) -> tuple[str, ...]:
+        """The teams whose excess taking ``picked`` lowered: its path."""
+        return self.ws.tree.path(picked.team)
+
     def _lca_children(self, team: str) -> tuple[str, str]:
         pair = self._lca.get(team)
         if pair is None:
@@ -277,7 +288,8 @@ class VictimSearch:
             return key[0] != NOMINATION and key[1] != own and not is_filtered
 
         queue = VictimQueue(index, self._teams(), self.ws.workloads.__getitem__,
-                            eligible, self.ps.excess_key, self.verdict, trusted)
+                            eligible, self.ps.excess_key, self.verdict, trusted,
+                            self._block_key, self._woken)
         try:
             while not self.fit(dom, free):
                 pick = queue.pick()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import enum
 import heapq
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 
 from apportion.domain.lifecycle import WorkloadState
 
@@ -118,6 +118,11 @@ class VictimQueue:
     is 6.4's dynamic test; ``excess`` reads a leaf team's excess now (any
     exact, order-preserving form, e.g. scaled to integers). Groups for which
     ``trusted`` says yes hold only eligible candidates (no per-item check).
+
+    A candidate that fails "for now" is parked under ``block_key(v)`` and
+    comes back only after a pick whose ``woken(picked)`` lists that key
+    (e.g. the teams whose excess the pick lowered); without ``block_key`` it
+    is tried again after every pick.
     """
 
     def __init__(
@@ -129,10 +134,14 @@ class VictimQueue:
         excess: Callable[[str], int],
         test: Callable[[WorkloadState], Verdict],
         trusted: Callable[[GroupKey], bool] | None = None,
+        block_key: Callable[[WorkloadState], Hashable] | None = None,
+        woken: Callable[[WorkloadState], Iterable[Hashable]] | None = None,
     ) -> None:
         self._index, self._lookup, self._eligible = index, lookup, eligible
         self._trusted = trusted
         self._excess, self._test = excess, test
+        self._block_key, self._woken = block_key, woken
+        self._blocked: dict[Hashable, list[Entry]] = {}
         self._pos: dict[GroupKey, int] = {}
         self._team_keys: dict[str, list[GroupKey]] = {}
         for team in sorted(set(teams)):
@@ -203,9 +212,16 @@ class VictimQueue:
             if verdict is Verdict.FAIL_FOREVER:
                 self._dead.add(team)
                 continue
-            stash.append(entry)
+            if self._block_key is None:
+                stash.append(entry)
+            else:
+                self._blocked.setdefault(self._block_key(v), []).append(entry)
         for entry in stash:
             heapq.heappush(self._heap, entry)
         if found is not None:
             self._push_team(found.team)
+            if self._blocked and self._woken is not None:
+                for key in self._woken(found):
+                    for entry in self._blocked.pop(key, ()):
+                        heapq.heappush(self._heap, entry)
         return found

@@ -287,9 +287,18 @@ class VictimSearch:
             # only elastic Starting/Running work, all of it eligible for W.
             return key[0] != NOMINATION and key[1] != own and not is_filtered
 
+        prio, is_elastic = self.w.spec.priority, not self.w.spec.is_reserved
+
+        def bound(key: tuple[int, str]) -> int | None:
+            # Groups are sorted by priority: W outranks only a prefix of the
+            # nominations, and of its own team's work when W is elastic.
+            if key[0] == NOMINATION or (is_elastic and key[1] == own):
+                return prio
+            return None
+
         queue = VictimQueue(index, self._teams(), self.ws.workloads.__getitem__,
                             eligible, self.ps.excess_key, self.verdict, trusted,
-                            self._block_key, self._woken)
+                            self._block_key, self._woken, bound)
         try:
             while not self.fit(dom, free):
                 pick = queue.pick()

@@ -136,21 +136,30 @@ class VictimQueue:
         trusted: Callable[[GroupKey], bool] | None = None,
         block_key: Callable[[WorkloadState], Hashable] | None = None,
         woken: Callable[[WorkloadState], Iterable[Hashable]] | None = None,
+        bound: Callable[[GroupKey], int | None] | None = None,
     ) -> None:
+        """``bound(key)``, if given, is a priority from which on no candidate
+        of the group is eligible (groups are sorted by priority, so the scan
+        of the group stops there)."""
         self._index, self._lookup, self._eligible = index, lookup, eligible
-        self._trusted = trusted
         self._excess, self._test = excess, test
         self._block_key, self._woken = block_key, woken
         self._blocked: dict[Hashable, list[Entry]] = {}
         self._pos: dict[GroupKey, int] = {}
+        #: Per group: is every candidate eligible, and the priority bound.
+        self._rule: dict[GroupKey, tuple[bool, int | None]] = {}
         self._team_keys: dict[str, list[GroupKey]] = {}
+        groups = index.groups
         for team in sorted(set(teams)):
-            keys = [(r, team) for r in (NOMINATION, STARTING, RUNNING)
-                    if index.groups.get((r, team))]
+            keys = [(r, team) for r in (NOMINATION, STARTING, RUNNING) if groups.get((r, team))]
             if keys:
                 self._team_keys[team] = keys
                 for key in keys:
                     self._pos[key] = 0
+                    self._rule[key] = (
+                        trusted is not None and trusted(key),
+                        None if bound is None else bound(key),
+                    )
         self._version: dict[str, int] = {}
         self._dead: set[str] = set()
         self._heap: list[Entry] = []
@@ -161,20 +170,24 @@ class VictimQueue:
         self._is_bulk = False
         heapq.heapify(self._heap)
 
-    def _head(self, key: GroupKey) -> WorkloadState | None:
+    def _head(self, key: GroupKey) -> Item | None:
         """The first eligible candidate of a group at its cursor (advancing it)."""
         items = self._index.groups[key]
         pos = self._pos[key]
-        if self._trusted is not None and self._trusted(key):
-            return self._lookup(items[pos][2]) if pos < len(items) else None
-        while pos < len(items):
-            v = self._lookup(items[pos][2])
-            if self._eligible(v):
+        is_trusted, limit = self._rule[key]
+        end = len(items)
+        if limit is not None:
+            end = bisect.bisect_left(items, (limit,), pos)
+        if is_trusted:
+            return items[pos] if pos < end else None
+        while pos < end:
+            item = items[pos]
+            if self._eligible(self._lookup(item[2])):
                 self._pos[key] = pos
-                return v
+                return item
             pos += 1
             self.examined += 1
-        self._pos[key] = pos
+        self._pos[key] = len(items)
         return None
 
     def _push_team(self, team: str) -> None:
@@ -183,10 +196,10 @@ class VictimQueue:
         ex = self._excess(team)
         flag = 0 if ex > 0 else 1
         for key in self._team_keys[team]:
-            v = self._head(key)
-            if v is not None:
-                entry = (key[0], flag, v.spec.priority, -ex, -(v.started_at or 0), v.id,
-                         key[0], team, version)
+            item = self._head(key)
+            if item is not None:
+                rank = key[0]
+                entry = (rank, flag, item[0], -ex, item[1], item[2], rank, team, version)
                 if self._is_bulk:
                     self._heap.append(entry)
                 else:

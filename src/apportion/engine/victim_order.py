@@ -234,7 +234,7 @@ class VictimQueue:
         if found is not None:
             self._push_team(found.team)
             if self._blocked and self._woken is not None:
-                for key in self._woken(found):
-                    for entry in self._blocked.pop(key, ()):
+                for wake in self._woken(found):
+                    for entry in self._blocked.pop(wake, ()):
                         heapq.heappush(self._heap, entry)
         return found

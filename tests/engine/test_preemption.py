@@ -215,3 +215,22 @@ def test_prune_repeats_until_no_victim_can_be_spared() -> None:
     w.settle()
     assert w.status("newcomer") == "Running"
     assert w.preempted() == ["r0"]
+
+
+def test_victim_order_follows_the_excess_recomputed_after_each_pick() -> None:
+    # 16 GPUs; the owner's reserved gang of 5 is granted 5, the other 11 are
+    # split 5.5/5.5, so a (9 running) is 3.5 over and b (7 running, started
+    # later) 1.5 over. Largest excess first, recomputed after each pick:
+    # a (3.5), a (2.5), then a tie at 1.5 goes to the most recently started
+    # (b), then a (1.5 > 0.5), then the tie at 0.5 again to b.
+    w = World().pool(nodes=2).team("owner", main=8).team("a").team("b")
+    for i in range(9):
+        w.submit(f"a{i}", "a", 1, running=True)
+    w.advance(60)
+    for i in range(7):
+        w.submit(f"b{i}", "b", 1, running=True)
+    w.submit("gang", "owner", 1, pods=5, wclass="reserved")
+    plan = w.cycle()
+    victims = [w.states[d.workload_id].name for d in plan.decisions
+               if d.kind is DecisionKind.PREEMPT]
+    assert [v[0] for v in victims] == ["a", "a", "b", "a", "b"]

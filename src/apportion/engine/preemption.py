@@ -149,16 +149,21 @@ class VictimSearch:
             self._verdicts[c_v] = cached
         return cached
 
-    def _block_key(self, v: WorkloadState) -> str:
-        """A "not now" verdict for ``v`` waits for excess(c_W) to fall: c_W.
+    def _block(self, v: WorkloadState) -> tuple[str, int]:
+        """A "not now" verdict for ``v`` waits until excess(c_W) < excess(c_V).
 
-        Only removals happen during the greedy, so excess(c_V) never rises;
-        the test can only come to pass when a victim under c_W is taken."""
-        return self._lca_children(v.team)[0]
+        Only removals happen during the greedy, and nothing under c_V is taken
+        while its candidates wait (they share the verdict), so excess(c_V)
+        stays put: the threshold is fixed, and only victims taken under c_W
+        can lower the level it is compared with."""
+        c_w, c_v = self._lca_children(v.team)
+        return c_w, self.ps.excess_key(c_v)
 
-    def _woken(self, picked: WorkloadState) -> tuple[str, ...]:
-        """The teams whose excess taking ``picked`` lowered: its path."""
-        return self.ws.tree.path(picked.team)
+    def _woken(self, picked: WorkloadState) -> list[tuple[str, int]]:
+        """The teams whose excess taking ``picked`` lowered (its path), with
+        their excess now."""
+        key = self.ps.excess_key
+        return [(a, key(a)) for a in self.ws.tree.path(picked.team)]
 
     def _lca_children(self, team: str) -> tuple[str, str]:
         pair = self._lca.get(team)
@@ -298,7 +303,7 @@ class VictimSearch:
 
         queue = VictimQueue(index, self._teams(), self.ws.workloads.__getitem__,
                             eligible, self.ps.excess_key, self.verdict, trusted,
-                            self._block_key, self._woken, bound)
+                            self._block, self._woken, bound)
         try:
             while not self.fit(dom, free):
                 pick = queue.pick()

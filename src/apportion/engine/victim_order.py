@@ -119,10 +119,11 @@ class VictimQueue:
     exact, order-preserving form, e.g. scaled to integers). Groups for which
     ``trusted`` says yes hold only eligible candidates (no per-item check).
 
-    A candidate that fails "for now" is parked under ``block_key(v)`` and
-    comes back only after a pick whose ``woken(picked)`` lists that key
-    (e.g. the teams whose excess the pick lowered); without ``block_key`` it
-    is tried again after every pick.
+    A candidate that fails "for now" can be parked: ``block(v)`` gives a key
+    and a threshold, and the candidate comes back once a pick reports, through
+    ``woken(picked)``, that key at a level below the threshold (6.4: the test
+    passes once excess(c_W) falls below excess(c_V)). Without ``block`` it is
+    tried again after every pick.
     """
 
     def __init__(
@@ -134,8 +135,8 @@ class VictimQueue:
         excess: Callable[[str], int],
         test: Callable[[WorkloadState], Verdict],
         trusted: Callable[[GroupKey], bool] | None = None,
-        block_key: Callable[[WorkloadState], Hashable] | None = None,
-        woken: Callable[[WorkloadState], Iterable[Hashable]] | None = None,
+        block: Callable[[WorkloadState], tuple[Hashable, int]] | None = None,
+        woken: Callable[[WorkloadState], Iterable[tuple[Hashable, int]]] | None = None,
         bound: Callable[[GroupKey], int | None] | None = None,
     ) -> None:
         """``bound(key)``, if given, is a priority from which on no candidate
@@ -143,8 +144,9 @@ class VictimQueue:
         of the group stops there)."""
         self._index, self._lookup, self._eligible = index, lookup, eligible
         self._excess, self._test = excess, test
-        self._block_key, self._woken = block_key, woken
-        self._blocked: dict[Hashable, list[Entry]] = {}
+        self._block, self._woken = block, woken
+        #: key -> heap of (-threshold, entry): the highest threshold wakes first.
+        self._blocked: dict[Hashable, list[tuple[int, Entry]]] = {}
         self._pos: dict[GroupKey, int] = {}
         #: Per group: is every candidate eligible, and the priority bound.
         self._rule: dict[GroupKey, tuple[bool, int | None]] = {}
@@ -161,6 +163,7 @@ class VictimQueue:
                         None if bound is None else bound(key),
                     )
         self._version: dict[str, int] = {}
+        self._last: WorkloadState | None = None  # re-queued at the next pick
         self._dead: set[str] = set()
         self._heap: list[Entry] = []
         self.examined = 0
@@ -206,7 +209,20 @@ class VictimQueue:
                     heapq.heappush(self._heap, entry)
 
     def pick(self) -> WorkloadState | None:
-        """The first candidate, in order, that passes now; None if none does."""
+        """The first candidate, in order, that passes now; None if none does.
+
+        The caller takes the pick out of the working state before it asks for
+        the next one: the picked team is re-queued (and parked candidates
+        woken) then, with the excess as it is after the removal (SPEC 6.5:
+        "excess is recomputed after each pick")."""
+        last, self._last = self._last, None
+        if last is not None:
+            self._push_team(last.team)
+            if self._blocked and self._woken is not None:
+                for wake, level in self._woken(last):
+                    parked = self._blocked.get(wake)
+                    while parked and -parked[0][0] > level:
+                        heapq.heappush(self._heap, heapq.heappop(parked)[1])
         stash: list[Entry] = []
         found: WorkloadState | None = None
         while self._heap:
@@ -225,16 +241,12 @@ class VictimQueue:
             if verdict is Verdict.FAIL_FOREVER:
                 self._dead.add(team)
                 continue
-            if self._block_key is None:
+            if self._block is None:
                 stash.append(entry)
             else:
-                self._blocked.setdefault(self._block_key(v), []).append(entry)
+                key_, threshold = self._block(v)
+                heapq.heappush(self._blocked.setdefault(key_, []), (-threshold, entry))
         for entry in stash:
             heapq.heappush(self._heap, entry)
-        if found is not None:
-            self._push_team(found.team)
-            if self._blocked and self._woken is not None:
-                for wake in self._woken(found):
-                    for entry in self._blocked.pop(wake, ()):
-                        heapq.heappush(self._heap, entry)
+        self._last = found
         return found

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from apportion.domain.lifecycle import Status, WorkloadState
-from apportion.domain.workload import Placement, TopologyMode
+from apportion.domain.workload import Placement, TopologyMode, WorkloadClass, WorkloadSpec
 from apportion.engine.placement import PlacementRequest
 from apportion.engine.placement.probe import FitProbe
 from apportion.engine.victim_bounds import Reach, outranks, reach, viable
@@ -24,6 +24,8 @@ from apportion.engine.victim_order import (
     VictimQueue,
 )
 from apportion.engine.working import PoolState, WorkingState, owner_of
+
+RESERVED = WorkloadClass.RESERVED
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,10 @@ class VictimSearch:
         self._verdicts: dict[str, Verdict] = {}  # by c_V; cleared on every change
         #: Device side of a single-pod search: removals kept off the book (see _search).
         self._probe: FitProbe | None = None
+        self._always_passes = for_hold or spec.is_reserved
+        self._own = spec.team
+        #: Usage moved on the ledger during a search, by (team, is reserved).
+        self._moved: dict[tuple[str, bool], int] = {}
 
     # -- candidates ------------------------------------------------------------
     def eligible(self, v: WorkloadState) -> bool:
@@ -131,18 +137,20 @@ class VictimSearch:
 
     def verdict(self, v: WorkloadState) -> Verdict:
         """6.4's test, telling "not now" from "never again in this search"."""
-        w = self.w
-        if self.for_hold or w.spec.is_reserved or v.team == w.team:
+        spec = v.spec
+        team = spec.team
+        # Reserved W, W's own team, and reserved nominations (taken by rank
+        # alone) pass without the excess test.
+        if self._always_passes or team == self._own or spec.wclass is RESERVED:
             return Verdict.PASS
-        if v.spec.is_reserved:  # a reserved nomination, taken by rank alone
-            return Verdict.PASS
-        c_w, c_v = self._lca_children(v.team)
+        pair = self._lca.get(team) or self._lca_children(team)
+        c_v = pair[1]
         cached = self._verdicts.get(c_v)
         if cached is None:  # the same for every victim under c_V until the next change
             before = self.ps.excess_key(c_v)
             if before <= 0:
                 cached = Verdict.FAIL_FOREVER
-            elif self.ps.excess_key(c_w) < before:
+            elif self.ps.excess_key(pair[0]) < before:
                 cached = Verdict.PASS
             else:
                 cached = Verdict.FAIL_NOW
@@ -173,18 +181,36 @@ class VictimSearch:
 
     # -- trial changes -----------------------------------------------------------
     def remove(self, v: WorkloadState) -> int:
-        """Take ``v`` out of the working state (undoable); returns milli freed."""
+        """Take ``v`` out of the working state (undone by :meth:`_search`);
+        returns milli freed."""
         self._verdicts.clear()
-        self.ws.uncount(self.ps, v)
+        milli = self._milli(v)
+        if not v.is_hold:  # holds are claims, not usage
+            self._move(v.spec, -milli)
         self._devices_out(v)
-        return self._milli(v)
+        return milli
 
     def restore(self, v: WorkloadState) -> None:
-        """Put ``v`` back into the working state (undoable)."""
+        """Put ``v`` back into the working state."""
         self._verdicts.clear()
         self._devices_back(v)
         if not v.is_hold:
-            self.ws.count(self.ps, v, self._milli(v))
+            self._move(v.spec, self._milli(v))
+
+    def _move(self, spec: WorkloadSpec, milli: int) -> None:
+        """Usage of ``spec``'s team on the ledger, remembered for the undo."""
+        key = (spec.team, spec.wclass is RESERVED)
+        self.ps.ledger.add(key[0], key[1], milli)
+        self._moved[key] = self._moved.get(key, 0) + milli
+
+    def _undo_moves(self) -> None:
+        """Put the ledger back as the search found it (its changes are sums,
+        so one net change per team restores it exactly)."""
+        led = self.ps.ledger
+        for (team, is_reserved), milli in self._moved.items():
+            if milli:
+                led.add(team, is_reserved, -milli)
+        self._moved.clear()
 
     def quota_ok(self) -> bool:
         """Quota with W counted and the current victims removed (SPEC 6 step 3.1)."""
@@ -226,12 +252,11 @@ class VictimSearch:
         return any(labels.get(p.node, {}).get(dom[0]) == dom[1] for p in pods)
 
     def _search(self, dom: tuple[str, str] | None) -> VictimSet | None:
-        ws = self.ws
-        start = ws.checkpoint()
+        cluster = self.ps.cluster
+        start = cluster.checkpoint()
         self._verdicts.clear()
         if not self.for_hold:
-            ws.count(self.ps, self.w, self.need)
-        cluster = self.ps.cluster
+            self._move(self.w.spec, self.need)
         free = cluster.free_milli(owner_of(self.w), allow_exiting=True)
         self._probe = None
         if (self.req.pods == 1 and not self.for_hold and not cluster.claim_of(owner_of(self.w))
@@ -243,8 +268,9 @@ class VictimSearch:
         chosen, free = self._greedy(dom, free)
         if chosen is None:
             self._probe = None
-            ws.rollback(start)
-            ws.release(start)
+            self._undo_moves()
+            cluster.rollback(start)
+            cluster.commit_checkpoint(start)
             return None
         chosen = self._prune(chosen, dom, free)
         if self._probe is not None:
@@ -252,8 +278,9 @@ class VictimSearch:
             for v in chosen:
                 self._devices_out(v)
         res = cluster.place(self.req, domain=dom, allow_exiting=True)
-        ws.rollback(start)
-        ws.release(start)
+        self._undo_moves()
+        cluster.rollback(start)
+        cluster.commit_checkpoint(start)
         if not res.ok:  # pragma: no cover - the prune pass keeps a fitting set
             return None
         return VictimSet(
@@ -385,25 +412,25 @@ class VictimSearch:
         """Like :meth:`_spare`, and every other victim must still pass 6.4 in the
         order it was chosen. The order is replayed on the ledger alone (cheap);
         only ``v`` moves on the devices."""
-        ws, ps = self.ws, self.ps
         for c in kept:
             if not c.is_hold:
-                ws.count(ps, c, self._milli(c))
+                self._move(c.spec, self._milli(c))
         ok = True
         for c in kept:
             if c is v:
                 continue
             self._verdicts.clear()
             ok = ok and self.passes(c)
-            ws.uncount(ps, c)
+            if not c.is_hold:
+                self._move(c.spec, -self._milli(c))
         self._verdicts.clear()
         if ok:
             self._devices_back(v)
             ok = self.fit(dom, free)
             if not ok:
                 self._devices_out(v)
-        if not ok:
-            ws.uncount(ps, v)
+        if not ok and not v.is_hold:
+            self._move(v.spec, -self._milli(v))
         return ok
 
     def _milli(self, v: WorkloadState) -> int:

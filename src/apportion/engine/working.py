@@ -15,6 +15,7 @@ from math import lcm
 from apportion.domain.cluster import Pool
 from apportion.domain.lifecycle import Exiting, Status, WorkloadState
 from apportion.domain.org import OrgTree
+from apportion.domain.workload import Placement
 from apportion.engine.fairshare import DemandBook, DemandItem, Entitlements
 from apportion.engine.fairshare_fill import index_pool
 from apportion.engine.ledger import Ledger
@@ -132,8 +133,7 @@ class WorkingState:
         self._provisional: set[int] = set()
         for ex in sorted(snapshot.exiting, key=lambda e: (e.workload_id, e.attempt)):
             self.load_exiting(ex, +1)
-        for w in sorted(snapshot.workloads, key=lambda w: w.id):
-            self.load(w)
+        self._load_all(sorted(snapshot.workloads, key=lambda w: w.id))
         self._undo.clear()
 
     # -- loading (the snapshot's state, outside any cycle) ---------------------
@@ -146,6 +146,48 @@ class WorkingState:
             ps.cluster.occupy_exiting((ex.workload_id, ex.attempt), ex.placement)
         else:
             ps.cluster.vacate((ex.workload_id, ex.attempt))
+
+    def _load_all(self, workloads: list[WorkloadState]) -> None:
+        """:meth:`load` for every workload of the snapshot, in bulk: devices
+        indexed once, usage summed per team, each victim group sorted once.
+        The resulting state is the same as loading them one by one."""
+        occupied: dict[str, list[tuple[Owner, Placement]]] = {n: [] for n in self.pools}
+        victims: dict[str, list[tuple[WorkloadState, int, int]]] = {n: [] for n in self.pools}
+        usage: dict[tuple[str, str, bool], int] = {}
+        for w in workloads:
+            ps = self.pools.get(w.pool or "")
+            if ps is None or w.team not in self.tree.teams:
+                self.set_demand(w.id, None, None)
+                continue
+            name = ps.pool.name
+            milli = 0
+            if w.status.is_placed:
+                occupied[name].append((owner_of(w), w.placement))
+                milli = w.placed_milli
+                if not w.spec.is_reserved:
+                    rank = RUNNING if w.status is Status.RUNNING else STARTING
+                    victims[name].append((w, rank, milli))
+            elif w.status is Status.QUEUED and w.nomination:
+                ps.cluster.claim(owner_of(w), w.nomination)
+                victims[name].append((w, NOMINATION, w.nominated_milli))
+                if w.is_hold:
+                    ps.holders.add(w.id)
+                else:
+                    milli = w.nominated_milli
+            if milli:
+                key = (name, w.team, w.spec.is_reserved)
+                usage[key] = usage.get(key, 0) + milli
+                ps.users[w.id] = ps.users.get(w.id, 0) + milli
+                ps.team_users.setdefault(w.team, set()).add(w.id)
+            self._touched.add(w.id)
+            is_demand = w.status is not Status.PENDING and not w.status.is_terminal
+            self.set_demand(w.id, ps, self._demand_item(ps, w) if is_demand else None)
+        for name, ps in self.pools.items():
+            if occupied[name]:
+                ps.cluster.occupy_many(occupied[name])
+            ps.victims.add_many(victims[name])
+        for (name, team, is_reserved), milli in usage.items():
+            self.pools[name].ledger.add(team, is_reserved, milli)
 
     def load(self, w: WorkloadState) -> None:
         """Count a snapshot workload's devices, usage, victim entry and demand."""

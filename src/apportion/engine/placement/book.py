@@ -259,6 +259,28 @@ class DeviceBook:
                     index.node_full_changed(node, before, after)
         self._dirty.clear()
 
+    def reindex(self) -> None:
+        """Recompute every device's availability and rebuild every scope from
+        the three numbers per device (after a bulk load that set them directly)."""
+        if self._marks:
+            raise ValueError("cannot re-index while a checkpoint is held")
+        self._dirty.clear()
+        for g in range(len(self.avail)):
+            ready = self.is_ready[self.dev_node[g]]
+            self.avail[g] = (
+                max(0, FULL - self.stay[g] - max(self.exiting[g], self.claimed[g])) if ready else 0
+            )
+        for rank, node in enumerate(self.nodes):
+            first = self.first_dev[rank]
+            self.full_devs[rank] = [
+                g for g in range(first, first + node.gpus) if self.avail[g] == FULL
+            ] if self.is_ready[rank] else []
+        keys = list(self.scopes)
+        self.scopes = {}
+        self.node_scopes = [[] for _ in self.nodes]
+        for fkey, constraints in keys:
+            self.scope(fkey, constraints)
+
     def add_stay(self, g: int, milli: int) -> None:
         """Trial use of one device (packing); call :meth:`flush` after the pod."""
         self.set_device(g, self.stay[g] + milli, self.exiting[g], self.claimed[g])

@@ -63,7 +63,9 @@ class FitProbe:
 
     def _shift(self, owner: Owner, sign: int) -> None:
         book = self._book
-        for g, milli, _is_exiting in book.occupancy.get(owner, ()):
+        for g, milli, is_exiting in book.occupancy.get(owner, ()):
+            if is_exiting:  # ignored already: searches treat exiting use as gone
+                continue
             self._stay[g] = self._stay.get(g, 0) + sign * milli
             self._dirty.add(book.dev_node[g])
         claim = book.claims.get(owner)

@@ -1,0 +1,80 @@
+"""Loading a snapshot in bulk builds exactly the state that loading its
+workloads one at a time builds (devices, indexes, ledgers, victims, demand)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+
+from apportion.engine.cycle import run_cycle
+from apportion.engine.placement.index import ScopeIndex
+from apportion.engine.snapshot import CycleConfig, Snapshot
+from apportion.engine.victim_order import VictimIndex
+from apportion.engine.working import WorkingState
+from tests.engine.harness import World
+from tests.engine.test_cycle_properties import worlds
+
+
+def _scope(ix: ScopeIndex) -> tuple[Any, ...]:
+    return (dict(sorted(ix.partial.items())), ix.partial_levels,
+            dict(sorted(ix.by_full.items())), ix.full_levels, ix.free_total, ix.full_total)
+
+
+def _victims(index: VictimIndex) -> tuple[Any, ...]:
+    return ({k: v for k, v in sorted(index.groups.items()) if v}, dict(sorted(index.where.items())),
+            dict(sorted(index.milli.items())),
+            {d: _victims(sub) for d, sub in sorted(index.domains.items())})
+
+
+def fingerprint(ws: WorkingState) -> dict[str, Any]:
+    out: dict[str, Any] = {"demand": dict(sorted(ws._demand.items()))}
+    for name, ps in ws.pools.items():
+        led, book = ps.ledger, ps.cluster._book
+        out[name] = (
+            led._usage, led._reserved, led._own_reserved, led._overflow, led._child_overflow,
+            dict(sorted(ps.users.items())),
+            {t: sorted(ids) for t, ids in sorted(ps.team_users.items()) if ids},
+            sorted(ps.holders), _victims(ps.victims),
+            book.stay, book.exiting, book.claimed, book.avail, book.full_devs,
+            dict(sorted(book.occupancy.items())), dict(sorted(book.claims.items())),
+            {repr(k): _scope(ix) for k, ix in sorted(book.scopes.items(), key=repr)},
+            [[repr(ix.key) for ix in scopes] for scopes in book.node_scopes],
+        )
+    return out
+
+
+def one_by_one(snapshot: Snapshot) -> WorkingState:
+    ws = WorkingState(replace(snapshot, workloads=()))
+    ws.workloads = {w.id: w for w in snapshot.workloads}
+    for w in sorted(snapshot.workloads, key=lambda w: w.id):
+        ws.load(w)
+    return ws
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(worlds())
+def test_bulk_load_equals_loading_one_by_one(case: tuple[World, list[dict]]) -> None:
+    world, steps = case
+    checked = 0
+
+    def cycle(snapshot: Snapshot, config: CycleConfig) -> Any:
+        nonlocal checked
+        assert fingerprint(WorkingState(snapshot)) == fingerprint(one_by_one(snapshot))
+        checked += 1
+        return run_cycle(snapshot, config)
+
+    w = World(cycle)
+    w.pools, w.nodes, w.teams, w.reservations = world.pools, world.nodes, world.teams, dict(
+        world.reservations)
+    for step in steps:
+        prio = {"reserved": 100 + 100 * step["priority_shift"],
+                "elastic": 25 * (step["priority_shift"] + 1)}[step["wclass"]]
+        topo = {"level": "rack", "mode": step["topology"]} if step["topology"] else None
+        w.submit(step["name"], step["team"], step["gpus"], pods=step["pods"],
+                 wclass=step["wclass"], priority=prio, topology=topo,
+                 requeue_on_preemption=step["requeue"])
+        w.settle()
+        w.advance(30)
+    assert checked > 0

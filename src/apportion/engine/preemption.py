@@ -50,19 +50,6 @@ def state_rank(v: WorkloadState) -> int:
     return NOMINATION
 
 
-def lca_children(ws: WorkingState, a: str, b: str) -> tuple[str, str]:
-    """The children of the lowest common ancestor on the paths to ``a`` and ``b``.
-
-    Top-level teams are children of a virtual root. ``a != b`` and both leaves.
-    """
-    pa = ws.tree.path(a)[::-1]
-    pb = ws.tree.path(b)[::-1]
-    i = 0
-    while i < len(pa) and i < len(pb) and pa[i] == pb[i]:
-        i += 1
-    return pa[min(i, len(pa) - 1)], pb[min(i, len(pb) - 1)]
-
-
 class VictimSearch:
     """Victim search for workload ``w`` in one pool.
 
@@ -176,7 +163,7 @@ class VictimSearch:
     def _lca_children(self, team: str) -> tuple[str, str]:
         pair = self._lca.get(team)
         if pair is None:
-            pair = self._lca[team] = lca_children(self.ws, self.w.team, team)
+            pair = self._lca[team] = self.ws.lca_children(self.w.team, team)
         return pair
 
     # -- trial changes -----------------------------------------------------------

@@ -49,12 +49,22 @@ class PoolState:
     team_users: dict[str, set[int]] = field(default_factory=dict)
     node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
     schedulable: frozenset[str] = frozenset()
+    #: Placement requests by (workload id, attempt, pods or 0), see ``request``.
+    requests: dict[tuple[int, int, int], PlacementRequest] = field(default_factory=dict)
 
     def charge(self, w: WorkloadState) -> int:
         return w.spec.charge(self.pool.gpu_memory_mib)
 
     def request(self, w: WorkloadState, pods: int | None = None) -> PlacementRequest:
-        """The placement request of ``w`` here, optionally with fewer pods."""
+        """The placement request of ``w`` here, optionally with fewer pods
+        (kept per attempt and pod count: a workload's spec never changes)."""
+        key = (w.id, w.attempt, pods or 0)
+        found = self.requests.get(key)
+        if found is None:
+            found = self.requests[key] = self._request(w, pods)
+        return found
+
+    def _request(self, w: WorkloadState, pods: int | None) -> PlacementRequest:
         req = PlacementRequest.for_spec(w.spec, self.pool.gpu_memory_mib, owner_of(w))
         if pods is None or pods == req.pods:
             return req
@@ -120,6 +130,7 @@ class WorkingState:
             )
         self._undo: list[tuple[str, PoolState, int, bool, int]] = []
         self._never: dict[tuple[int, str], bool] = {}
+        self._lca: dict[tuple[str, str], tuple[str, str]] = {}
         self._leaves: dict[str, tuple[str, ...]] = {}
         self._touched: set[int] = set()
         self._keep_undo = False
@@ -135,6 +146,20 @@ class WorkingState:
             self.load_exiting(ex, +1)
         self._load_all(sorted(snapshot.workloads, key=lambda w: w.id))
         self._undo.clear()
+
+    def lca_children(self, a: str, b: str) -> tuple[str, str]:
+        """The children of the lowest common ancestor on the paths to leaves
+        ``a`` and ``b`` (``a != b``); top-level teams are children of a
+        virtual root. Kept: the tree does not change during a cycle."""
+        found = self._lca.get((a, b))
+        if found is None:
+            pa = self.tree.path(a)[::-1]
+            pb = self.tree.path(b)[::-1]
+            i = 0
+            while i < len(pa) and i < len(pb) and pa[i] == pb[i]:
+                i += 1
+            found = self._lca[(a, b)] = (pa[min(i, len(pa) - 1)], pb[min(i, len(pb) - 1)])
+        return found
 
     # -- loading (the snapshot's state, outside any cycle) ---------------------
     def load_exiting(self, ex: Exiting, sign: int) -> None:

@@ -246,11 +246,9 @@ class VictimSearch:
             self._move(self.w.spec, self.need)
         free = cluster.free_milli(owner_of(self.w), allow_exiting=True)
         self._probe = None
-        if (self.req.pods == 1 and not self.for_hold and not cluster.claim_of(owner_of(self.w))
-                and not cluster.fits(self.req, domain=dom, allow_exiting=True)):
-            # One pod that does not fit now can only come to fit on the nodes
-            # of the victims: the probe checks just those, and the book stays
-            # untouched until the set is known.
+        if not self.for_hold and not cluster.claim_of(owner_of(self.w)):
+            # Fit changes only on the victims' nodes: the probe re-counts just
+            # those, and the book stays untouched until the set is known.
             self._probe = cluster.probe(self.req, domain=dom)
         chosen, free = self._greedy(dom, free)
         if chosen is None:

@@ -8,7 +8,7 @@ only, determinism, exact rollback).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -223,7 +223,7 @@ def test_incremental_indexes_equal_indexes_built_from_scratch(
     assert _index_contents(fresh) == _index_contents(cs)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(node_list=pools(), data=st.data())
 def test_fit_probe_agrees_with_taking_owners_out_for_real(
     node_list: list[Node], data: st.DataObject
@@ -232,17 +232,13 @@ def test_fit_probe_agrees_with_taking_owners_out_for_real(
     (and dropping their claims) and asking :meth:`fits` would answer."""
     cs = state(node_list, topology=("rack",))
     _apply(cs, node_list, data.draw(operations()))
-    gpus = data.draw(st.sampled_from(GPUS))
-    milli = data.draw(st.sampled_from([None, None, 333, 1000]))
-    topology = data.draw(st.sampled_from([None, "required", "preferred"]))
-    request = req(gpus if milli is None else 0, 1, 1, owner=(99, 0), milli=milli,
-                  topology=None if topology is None else "rack", mode=topology or "required")
+    request = replace(data.draw(requests(99)), owner=(99, 0))
     domain = data.draw(st.sampled_from([None, ("rack", "r0"), ("rack", "r1")]))
-    if topology == "required" and domain is None:
-        domain = data.draw(st.sampled_from([None, ("rack", "r2")]))
-    if cs.fits(request, domain=domain, allow_exiting=True):
-        return  # the probe is only asked from a state where the pod does not fit
+    topo = request.topology
+    if topo is not None and topo.mode == "required" and domain is None:
+        domain = ("rack", data.draw(st.sampled_from(["r0", "r1", "r2"])))
     probe = cs.probe(request, domain=domain)
+    assert probe.fits() == cs.fits(request, domain=domain, allow_exiting=True)
     book = cs._book
     owners = sorted(set(book.occupancy) | set(book.claims))
     out: set[tuple[int, int]] = set()

@@ -1,40 +1,44 @@
-"""A fit probe: "would this one pod fit if these owners were gone?", without
+"""A fit probe: "would this request fit if these owners were gone?", without
 changing the book.
 
 Victim searches (SPEC 6.5) take candidates out one at a time and ask after
-each whether the preemptor fits. For a single-pod request that does not fit
-on the current state, the answer can only change on the nodes of the owners
-taken out, so the probe keeps the removed use per device on the side and
-re-checks only those nodes: no index updates, nothing to undo.
+each whether the preemptor fits. Taking an owner out only changes the nodes
+it uses, so the probe counts, once, how many pods of the request fit in its
+scope now (from the scope's index, exact for greedy packing), and then keeps
+the removed use per device on the side and re-counts only the nodes it
+changed: no index updates, nothing to undo.
 
 The availability rule is the book's, with exiting victims ignored (searches
 treat them as gone): a device offers ``1000 - stay - claimed`` milli, nothing
-on a node that is not ready or not in the request's scope.
+on a node that is not ready or not in the request's scope. A node holds
+``full // N`` pods of N whole devices (``full`` its fully available devices)
+and ``sum(avail // charge)`` shared pods.
 """
 
 from __future__ import annotations
 
-from apportion.domain.workload import TopologyMode
 from apportion.engine.placement.book import Constraints, DeviceBook, FilterKey
 from apportion.engine.placement.index import FULL
 from apportion.engine.placement.types import Owner, PlacementRequest
 
 
 class FitProbe:
-    """Fit of one pod of ``req`` within ``constraints`` as owners are taken out
+    """Fit of ``req`` within one scope as owners are taken out
     (:meth:`take_out`) and put back (:meth:`put_back`).
 
-    Valid only from a state where the pod does not fit (the caller checks with
-    :meth:`ClusterState.fits` first) and while the book itself does not change.
+    ``fitting`` is how many pods fit in the scope on the book as it is; the
+    book must not change while the probe is in use.
     """
 
     __slots__ = (
         "_book",
         "_claimed",
         "_constraints",
+        "_count",
         "_dirty",
         "_fitting",
         "_fkey",
+        "_gain",
         "_member",
         "_req",
         "_stay",
@@ -42,15 +46,15 @@ class FitProbe:
 
     def __init__(
         self, book: DeviceBook, req: PlacementRequest, fkey: FilterKey | None,
-        constraints: Constraints,
+        constraints: Constraints, fitting: int,
     ) -> None:
-        if req.pods != 1:
-            raise ValueError("a fit probe answers for single-pod requests only")
         self._book, self._req, self._fkey, self._constraints = book, req, fkey, constraints
+        self._fitting = fitting
         self._stay: dict[int, int] = {}  # device -> stay milli taken out
         self._claimed: dict[int, int] = {}  # device -> claimed milli taken out
-        self._dirty: set[int] = set()  # node ranks changed since the last check
-        self._fitting: set[int] = set()  # node ranks where the pod fits now
+        self._dirty: set[int] = set()  # node ranks changed since the last count
+        self._count: dict[int, int] = {}  # node rank -> pods it holds now (touched nodes)
+        self._gain = 0  # pods gained over ``fitting`` on the touched nodes
         self._member: dict[int, bool] = {}
 
     def take_out(self, owner: Owner) -> None:
@@ -66,58 +70,54 @@ class FitProbe:
         for g, milli, is_exiting in book.occupancy.get(owner, ()):
             if is_exiting:  # ignored already: searches treat exiting use as gone
                 continue
+            self._touch(book.dev_node[g])
             self._stay[g] = self._stay.get(g, 0) + sign * milli
-            self._dirty.add(book.dev_node[g])
         claim = book.claims.get(owner)
         if claim is not None:
             for g, milli in claim[1]:
+                self._touch(book.dev_node[g])
                 self._claimed[g] = self._claimed.get(g, 0) + sign * milli
-                self._dirty.add(book.dev_node[g])
+
+    def _touch(self, rank: int) -> None:
+        if rank not in self._count:  # first change on this node: its count before
+            self._count[rank] = self._node_pods(rank)
+        self._dirty.add(rank)
 
     def fits(self) -> bool:
-        """Does the pod fit now, with every owner taken out gone?"""
+        """Do at least ``min_pods`` pods fit now, with every owner taken out gone?"""
         for rank in self._dirty:
-            if self._node_fits(rank):
-                self._fitting.add(rank)
-            else:
-                self._fitting.discard(rank)
+            now = self._node_pods(rank)
+            self._gain += now - self._count[rank]
+            self._count[rank] = now
         self._dirty.clear()
-        return bool(self._fitting)
+        return self._fitting + self._gain >= self._req.min_pods
 
     def _is_member(self, rank: int) -> bool:
         found = self._member.get(rank)
         if found is None:
             book = self._book
-            node = book.nodes[rank]
-            topo = self._req.topology
             found = (
                 self._fkey is not None
                 and book.is_ready[rank]
-                and book._matches(node, self._fkey, self._constraints)
-                # required topology outside ``constraints``: any one domain, so
-                # the node must at least belong to one
-                and (topo is None or topo.mode is not TopologyMode.REQUIRED
-                     or topo.level in dict(self._constraints) or topo.level in node.labels)
+                and book._matches(book.nodes[rank], self._fkey, self._constraints)
             )
             self._member[rank] = found
         return found
 
-    def _node_fits(self, rank: int) -> bool:
+    def _node_pods(self, rank: int) -> int:
+        """Pods of the request that node ``rank`` holds with the changes so far."""
         if not self._is_member(rank):
-            return False
+            return 0
         book, req = self._book, self._req
         first = book.first_dev[rank]
         stay_out, claimed_out = self._stay, self._claimed
-        whole = req.whole_devices
-        full = 0
+        whole, charge = req.whole_devices, req.charge
+        count = 0
         for g in range(first, first + book.nodes[rank].gpus):
             avail = (FULL - (book.stay[g] - stay_out.get(g, 0))
                      - (book.claimed[g] - claimed_out.get(g, 0)))
             if whole:
-                if avail >= FULL:
-                    full += 1
-                    if full >= whole:
-                        return True
-            elif avail >= req.charge:
-                return True
-        return False
+                count += avail >= FULL
+            elif avail > 0:
+                count += avail // charge
+        return count // whole if whole else count

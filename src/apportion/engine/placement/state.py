@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from apportion.domain.cluster import Node, Pool, pool_capacity
-from apportion.domain.workload import Placement
+from apportion.domain.workload import Placement, TopologyMode
 from apportion.engine.placement.book import ALL_NODES, DeviceBook, OccRecord
 from apportion.engine.placement.feasibility import never_result
 from apportion.engine.placement.index import FULL
@@ -259,13 +259,30 @@ class ClusterState:
         )
 
     def probe(self, req: PlacementRequest, *, domain: tuple[str, str] | None = None) -> FitProbe:
-        """A :class:`FitProbe` for single-pod ``req`` with exiting victims ignored,
-        as :meth:`fits` with ``allow_exiting``. Only valid while ``req`` does not
-        fit on the current state and the state does not change."""
+        """A :class:`FitProbe` answering :meth:`fits` (with ``allow_exiting``)
+        as owners are taken out, without changing the book. ``req.owner`` must
+        hold no claim; a required-topology request is probed in one domain."""
         _check_request(req)
         book = self._book
+        if req.owner in book.claims:
+            raise ValueError("cannot probe for an owner that holds a claim")
+        constraints: tuple[tuple[str, str], ...] = () if domain is None else (domain,)
+        topo = req.topology
+        if (topo is not None and topo.mode is TopologyMode.REQUIRED
+                and topo.level not in dict(constraints)):
+            raise ValueError("a required-topology request is probed one domain at a time")
         fkey = book.filter_key(req.gpu_type, req.node_selector)
-        return FitProbe(book, req, fkey, () if domain is None else (domain,))
+        fitting = 0
+        if fkey is not None:
+            token = book.mark()
+            try:
+                book.ignore_exiting()
+                fitting = book.scope(fkey, constraints).fit_count(
+                    req.charge, req.whole_devices, req.pods * FULL
+                )
+            finally:
+                book.undo_to(token, keep_mark=False)
+        return FitProbe(book, req, fkey, constraints, fitting)
 
     def can_ever_place(self, req: PlacementRequest) -> PlacementResult | None:
         """None if an empty pool (nodes not down; cordoned count) could hold

@@ -24,7 +24,7 @@ def _scope(ix: ScopeIndex) -> tuple[Any, ...]:
 
 def _victims(index: VictimIndex) -> tuple[Any, ...]:
     return ({k: v for k, v in sorted(index.groups.items()) if v}, dict(sorted(index.where.items())),
-            dict(sorted(index.milli.items())),
+            dict(sorted(index.milli.items())), dict(sorted(index.team_keys.items())),
             {d: _victims(sub) for d, sub in sorted(index.domains.items())})
 
 

@@ -65,6 +65,7 @@ class OrgTree:
     reservations: Mapping[tuple[str, str], int] = field(default_factory=dict)
     _children: Mapping[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     _paths: Mapping[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+    _top: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         teams = dict(self.teams)
@@ -103,6 +104,9 @@ class OrgTree:
             MappingProxyType({k: tuple(sorted(v)) for k, v in children.items()}),
         )
         object.__setattr__(self, "_paths", MappingProxyType(paths))
+        object.__setattr__(
+            self, "_top", tuple(sorted(s for s, t in teams.items() if t.parent is None))
+        )
 
     # -- structure -------------------------------------------------------
     def team(self, slug: str) -> Team:
@@ -116,7 +120,7 @@ class OrgTree:
         return self._children[slug]
 
     def top_level(self) -> tuple[str, ...]:
-        return tuple(sorted(s for s, t in self.teams.items() if t.parent is None))
+        return self._top
 
     def is_leaf(self, slug: str) -> bool:
         return not self._children[slug]

@@ -38,7 +38,9 @@ class VictimIndex:
     domain's candidates.
     """
 
-    __slots__ = ("_labels", "domains", "groups", "levels", "max_milli", "milli", "where")
+    __slots__ = (
+        "_labels", "domains", "groups", "levels", "max_milli", "milli", "team_keys", "where",
+    )
 
     def __init__(
         self, levels: tuple[str, ...] = (), node_labels: Mapping[str, Mapping[str, str]] = {}
@@ -51,13 +53,30 @@ class VictimIndex:
         self.levels = levels
         self._labels = node_labels
         self.domains: dict[tuple[str, str], VictimIndex] = {}
+        #: Per team, the keys of its non-empty groups in rank order.
+        self.team_keys: dict[str, list[GroupKey]] = {}
+
+    def _group_on(self, key: GroupKey) -> None:
+        """``key``'s group just became non-empty."""
+        keys = self.team_keys.setdefault(key[1], [])
+        bisect.insort(keys, key)
+
+    def _group_off(self, key: GroupKey) -> None:
+        """``key``'s group just became empty."""
+        keys = self.team_keys[key[1]]
+        keys.remove(key)
+        if not keys:
+            del self.team_keys[key[1]]
 
     def add(self, w: WorkloadState, rank: int, milli: int) -> None:
         """Index ``w`` (replacing any earlier entry) with the milli it would free."""
         self.discard(w.id)
         key = (rank, w.team)
         item = (w.spec.priority, -(w.started_at or 0), w.id)
-        bisect.insort(self.groups.setdefault(key, []), item)
+        group = self.groups.setdefault(key, [])
+        bisect.insort(group, item)
+        if len(group) == 1:
+            self._group_on(key)
         doms = self._domains_of(w)
         self.where[w.id] = (key, item, doms)
         self.milli[w.id] = milli
@@ -78,7 +97,10 @@ class VictimIndex:
                 raise ValueError(f"workload {w.id} is indexed already")
             key = (rank, w.team)
             item = (w.spec.priority, -(w.started_at or 0), w.id)
-            self.groups.setdefault(key, []).append(item)
+            group = self.groups.setdefault(key, [])
+            if not group:
+                self._group_on(key)
+            group.append(item)
             touched.add(key)
             doms = self._domains_of(w)
             self.where[w.id] = (key, item, doms)
@@ -114,6 +136,8 @@ class VictimIndex:
         key, item, doms = got
         group = self.groups[key]
         del group[bisect.bisect_left(group, item)]
+        if not group:
+            self._group_off(key)
         del self.milli[wid]
         for dom in doms:
             self.domains[dom].discard(wid)
@@ -125,7 +149,7 @@ class VictimIndex:
         return self.domains.get(dom) or VictimIndex()
 
     def teams(self) -> list[str]:
-        return sorted({team for (_rank, team), items in self.groups.items() if items})
+        return sorted(self.team_keys)
 
 
 class Verdict(enum.Enum):
@@ -177,11 +201,12 @@ class VictimQueue:
         #: Per group: is every candidate eligible, and the priority bound.
         self._rule: dict[GroupKey, tuple[bool, int | None]] = {}
         self._team_keys: dict[str, list[GroupKey]] = {}
-        groups = index.groups
-        for team in sorted(set(teams)):
-            keys = [(r, team) for r in (NOMINATION, STARTING, RUNNING) if groups.get((r, team))]
+        team_keys = index.team_keys
+        # (The order of teams does not matter: heap entries are unique.)
+        for team in dict.fromkeys(teams):
+            keys = team_keys.get(team)
             if keys:
-                self._team_keys[team] = keys
+                self._team_keys[team] = keys  # the index does not change during a search
                 for key in keys:
                     self._pos[key] = 0
                     self._rule[key] = (

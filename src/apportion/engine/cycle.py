@@ -119,7 +119,9 @@ class _Cycle:
             if w.nomination and not w.is_hold:
                 self.adm.wait(w, w.reason or explain.preempting_reason(ps, w, 0, 0))
                 continue
-            never = explain.never_reason(ps, w)
+            # never_fits is kept per workload and pool and is False exactly
+            # when never_reason would say nothing.
+            never = explain.never_reason(ps, w) if self.ws.never_fits(ps, w) else None
             if never is not None:
                 self._unroute(ps, w, never)
                 continue

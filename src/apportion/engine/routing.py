@@ -50,7 +50,7 @@ class Router:
         feasible = []
         reasons = []
         for ps in pools:
-            why = explain.never_reason(ps, w)
+            why = explain.never_reason(ps, w) if self.ws.never_fits(ps, w) else None
             if why is None:
                 feasible.append(ps)
             else:
@@ -92,7 +92,9 @@ class Router:
             return False
         options = []
         for ps in self.matching(w):
-            if ps.pool.name == w.pool or explain.never_reason(ps, w) is not None:
+            if ps.pool.name == w.pool or (
+                self.ws.never_fits(ps, w) and explain.never_reason(ps, w) is not None
+            ):
                 continue
             score = self.score(ps, w, now_only=True)
             if score[0] == 0:

@@ -297,25 +297,21 @@ class VictimSearch:
                 return self.eligible(v) and self._touches(v, dom)
 
         own = self.w.team
-        is_filtered = dom is not None and sub is None
-
-        def trusted(key: tuple[int, str]) -> bool:
-            # Placed work of another team in the right index: the index holds
-            # only elastic Starting/Running work, all of it eligible for W.
-            return key[0] != NOMINATION and key[1] != own and not is_filtered
-
         prio, is_elastic = self.w.spec.priority, not self.w.spec.is_reserved
 
-        def bound(key: tuple[int, str]) -> int | None:
+        def rule(key: tuple[int, str]) -> tuple[bool, int | None]:
             # Groups are sorted by priority: W outranks only a prefix of the
             # nominations, and of its own team's work when W is elastic.
-            if key[0] == NOMINATION or (is_elastic and key[1] == own):
-                return prio
-            return None
+            if key[0] == NOMINATION or is_elastic:
+                return False, prio
+            return False, None
 
+        # Other teams' placed work in the right index needs no per-item check:
+        # the index holds only elastic Starting/Running work, all eligible for W.
         queue = VictimQueue(index, self._teams(), self.ws.workloads.__getitem__,
-                            eligible, self.ps.excess_key, self.verdict, trusted,
-                            self._block, self._woken, bound)
+                            eligible, self.ps.excess_key, self.verdict, own=own, rule=rule,
+                            trusted=not (dom is not None and sub is None),
+                            block=self._block, woken=self._woken)
         try:
             while not self.fit(dom, free):
                 pick = queue.pick()

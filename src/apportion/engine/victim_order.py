@@ -166,8 +166,14 @@ class VictimQueue:
 
     ``eligible`` filters single candidates (static rules, domain); ``test``
     is 6.4's dynamic test; ``excess`` reads a leaf team's excess now (any
-    exact, order-preserving form, e.g. scaled to integers). Groups for which
-    ``trusted`` says yes hold only eligible candidates (no per-item check).
+    exact, order-preserving form, e.g. scaled to integers).
+
+    Groups of nominations and of the team ``own`` get their rule from
+    ``rule(key)``: (every candidate eligible?, priority bound or None), where
+    the bound is a priority from which on no candidate of the group is
+    eligible (groups are sorted by priority, so the scan stops there). Every
+    other group has the rule (``trusted``, None): with ``trusted`` its
+    candidates need no per-item check.
 
     A candidate that fails "for now" can be parked: ``block(v)`` gives a key
     and a threshold, and the candidate comes back once a pick reports, through
@@ -184,51 +190,55 @@ class VictimQueue:
         eligible: Callable[[WorkloadState], bool],
         excess: Callable[[str], int],
         test: Callable[[WorkloadState], Verdict],
-        trusted: Callable[[GroupKey], bool] | None = None,
+        *,
+        own: str | None = None,
+        rule: Callable[[GroupKey], tuple[bool, int | None]] | None = None,
+        trusted: bool = False,
         block: Callable[[WorkloadState], tuple[Hashable, int]] | None = None,
         woken: Callable[[WorkloadState], Iterable[tuple[Hashable, int]]] | None = None,
-        bound: Callable[[GroupKey], int | None] | None = None,
     ) -> None:
-        """``bound(key)``, if given, is a priority from which on no candidate
-        of the group is eligible (groups are sorted by priority, so the scan
-        of the group stops there)."""
         self._index, self._lookup, self._eligible = index, lookup, eligible
         self._excess, self._test = excess, test
         self._block, self._woken = block, woken
         #: key -> heap of (-threshold, entry): the highest threshold wakes first.
         self._blocked: dict[Hashable, list[tuple[int, Entry]]] = {}
-        self._pos: dict[GroupKey, int] = {}
-        #: Per group: is every candidate eligible, and the priority bound.
-        self._rule: dict[GroupKey, tuple[bool, int | None]] = {}
+        self._pos: dict[GroupKey, int] = {}  # cursor per group (0 if absent)
+        self._default: tuple[bool, int | None] = (trusted, None)
+        self._rule: dict[GroupKey, tuple[bool, int | None]] = {}  # special groups
         self._team_keys: dict[str, list[GroupKey]] = {}
-        team_keys = index.team_keys
-        # (The order of teams does not matter: heap entries are unique.)
-        for team in dict.fromkeys(teams):
-            keys = team_keys.get(team)
-            if keys:
-                self._team_keys[team] = keys  # the index does not change during a search
-                for key in keys:
-                    self._pos[key] = 0
-                    self._rule[key] = (
-                        trusted is not None and trusted(key),
-                        None if bound is None else bound(key),
-                    )
-        self._version: dict[str, int] = {}
+        self._version: dict[str, int] = {}  # 1 if absent
         self._last: WorkloadState | None = None  # re-queued at the next pick
         self._dead: set[str] = set()
         self._heap: list[Entry] = []
         self.examined = 0
-        self._is_bulk = True  # first fill: append, then heapify once (O(n))
-        for team in self._team_keys:
-            self._push_team(team)
-        self._is_bulk = False
-        heapq.heapify(self._heap)
+        # The first fill: entries appended, then one heapify (O(n)). The order
+        # of teams does not matter: heap entries are unique.
+        team_keys, groups, heap = index.team_keys, index.groups, self._heap
+        for team in dict.fromkeys(teams):
+            keys = team_keys.get(team)
+            if not keys:
+                continue
+            self._team_keys[team] = keys  # the index does not change during a search
+            ex = excess(team)
+            flag = 0 if ex > 0 else 1
+            for key in keys:
+                rank = key[0]
+                if rank == NOMINATION or team == own:
+                    self._rule[key] = rule(key) if rule is not None else (False, None)
+                    item = self._head(key)
+                elif trusted:
+                    item = groups[key][0]
+                else:
+                    item = self._head(key)
+                if item is not None:
+                    heap.append((rank, flag, item[0], -ex, item[1], item[2], rank, team, 1))
+        heapq.heapify(heap)
 
     def _head(self, key: GroupKey) -> Item | None:
         """The first eligible candidate of a group at its cursor (advancing it)."""
         items = self._index.groups[key]
-        pos = self._pos[key]
-        is_trusted, limit = self._rule[key]
+        pos = self._pos.get(key, 0)
+        is_trusted, limit = self._rule.get(key, self._default)
         end = len(items)
         if limit is not None:
             end = bisect.bisect_left(items, (limit,), pos)
@@ -245,7 +255,7 @@ class VictimQueue:
         return None
 
     def _push_team(self, team: str) -> None:
-        version = self._version.get(team, 0) + 1
+        version = self._version.get(team, 1) + 1
         self._version[team] = version
         ex = self._excess(team)
         flag = 0 if ex > 0 else 1
@@ -253,11 +263,9 @@ class VictimQueue:
             item = self._head(key)
             if item is not None:
                 rank = key[0]
-                entry = (rank, flag, item[0], -ex, item[1], item[2], rank, team, version)
-                if self._is_bulk:
-                    self._heap.append(entry)
-                else:
-                    heapq.heappush(self._heap, entry)
+                heapq.heappush(
+                    self._heap, (rank, flag, item[0], -ex, item[1], item[2], rank, team, version)
+                )
 
     def pick(self) -> WorkloadState | None:
         """The first candidate, in order, that passes now; None if none does.
@@ -279,14 +287,15 @@ class VictimQueue:
         while self._heap:
             entry = heapq.heappop(self._heap)
             rank, team, version = entry[6], entry[7], entry[8]
-            if version != self._version[team] or team in self._dead:
+            if version != self._version.get(team, 1) or team in self._dead:
                 continue
             key = (rank, team)
-            v = self._lookup(self._index.groups[key][self._pos[key]][2])
+            pos = self._pos.get(key, 0)
+            v = self._lookup(self._index.groups[key][pos][2])
             self.examined += 1
             verdict = self._test(v)
             if verdict is Verdict.PASS:
-                self._pos[key] += 1
+                self._pos[key] = pos + 1
                 found = v
                 break
             if verdict is Verdict.FAIL_FOREVER:

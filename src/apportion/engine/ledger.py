@@ -11,6 +11,7 @@ fits if, with it added, the overflow out of the top-level team stays 0.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from apportion.domain.org import OrgTree
@@ -40,6 +41,7 @@ class Ledger:
         "_usage",
         "pool",
         "tree",
+        "usage_by_team",
     )
 
     def __init__(self, tree: OrgTree, pool: str) -> None:
@@ -50,6 +52,8 @@ class Ledger:
         self._reservation = {slug: tree.reservation(slug, pool) for slug in tree.teams}
         self._cap = {slug: tree.cap(slug, pool) for slug in tree.teams}
         self._usage = dict.fromkeys(tree.teams, 0)  # subtree, both classes
+        #: The same numbers, to read in hot loops (never write through it).
+        self.usage_by_team: Mapping[str, int] = self._usage
         self._reserved = dict.fromkeys(tree.teams, 0)  # subtree, reserved only
         self._own_reserved = dict.fromkeys(tree.teams, 0)  # the leaf's own reserved
         self._overflow = dict.fromkeys(tree.teams, 0)

@@ -97,7 +97,7 @@ class PoolState:
 
     def excess_key(self, team: str) -> int:
         """``excess(team) x scale``: exact, an int, ordered like the excess."""
-        return self.ledger.usage(team) * self.scale - self.scaled.get(team, 0)
+        return self.ledger.usage_by_team[team] * self.scale - self.scaled.get(team, 0)
 
     def deficit_key(self, team: str) -> int:
         """``deficit(team) x scale``."""

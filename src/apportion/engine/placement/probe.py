@@ -17,7 +17,7 @@ and ``sum(avail // charge)`` shared pods.
 
 from __future__ import annotations
 
-from apportion.engine.placement.book import Constraints, DeviceBook, FilterKey
+from apportion.engine.placement.book import ALL_NODES, Constraints, DeviceBook, FilterKey
 from apportion.engine.placement.index import FULL
 from apportion.engine.placement.types import Owner, PlacementRequest
 
@@ -95,11 +95,10 @@ class FitProbe:
     def _is_member(self, rank: int) -> bool:
         found = self._member.get(rank)
         if found is None:
-            book = self._book
-            found = (
-                self._fkey is not None
-                and book.is_ready[rank]
-                and book._matches(book.nodes[rank], self._fkey, self._constraints)
+            book, fkey = self._book, self._fkey
+            found = fkey is not None and book.is_ready[rank] and (
+                (fkey == ALL_NODES and not self._constraints)
+                or book._matches(book.nodes[rank], fkey, self._constraints)
             )
             self._member[rank] = found
         return found

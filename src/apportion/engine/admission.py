@@ -48,12 +48,22 @@ class Admission:
             pods = min(pods, max(0, room) // charge)
         return pods
 
-    def try_fit(self, ps: PoolState, w: WorkloadState) -> tuple[PlacementResult | None, int]:
-        """Quota then fit on free capacity. Returns (result, pods quota allows)."""
+    def try_fit(
+        self, ps: PoolState, w: WorkloadState, *, occupy: bool = False
+    ) -> tuple[PlacementResult | None, int]:
+        """Quota then fit on free capacity. Returns (result, pods quota allows).
+
+        With ``occupy`` (for a workload without a nomination, about to start)
+        a successful placement is occupied at once; :meth:`start` it with
+        ``occupied=True``."""
         pods = self.quota_pods(ps, w)
         if pods < w.spec.min_pods:
             return None, pods
         self.bump("placements_tried")
+        if occupy:
+            if w.nomination:
+                raise ValueError("a nominated workload starts through its claim")
+            return ps.cluster.place_and_occupy(ps.request(w, pods)), pods
         return ps.cluster.place(ps.request(w, pods)), pods
 
     def can_start(self, ps: PoolState, w: WorkloadState) -> bool:
@@ -65,15 +75,19 @@ class Admission:
         return ps.cluster.fits(ps.request(w, pods))
 
     # -- outcomes ----------------------------------------------------------------
-    def start(self, ps: PoolState, w: WorkloadState, placement: Placement) -> None:
-        """Queued -> Starting on ``placement`` (dropping any hold or nomination)."""
+    def start(
+        self, ps: PoolState, w: WorkloadState, placement: Placement, *, occupied: bool = False
+    ) -> None:
+        """Queued -> Starting on ``placement`` (dropping any hold or nomination);
+        ``occupied``: :meth:`try_fit` occupied the devices already."""
         self.generation += 1
         cluster = ps.cluster
         if w.nomination:
             cluster.unclaim(owner_of(w))
             self.ws.uncount(ps, w)
             self.ws.set_holder(ps, w.id, False)
-        cluster.occupy(owner_of(w), placement)
+        if not occupied:
+            cluster.occupy(owner_of(w), placement)
         milli = sum(p.milli for p in placement)
         self.ws.count(ps, w, milli)
         started = replace(

@@ -151,9 +151,10 @@ class _Cycle:
     ) -> bool:
         """Process one workload; True if it stays waiting."""
         adm = self.adm
-        result, _pods = adm.try_fit(ps, w)
+        occupy = not w.nomination  # a held workload starts through its claim
+        result, _pods = adm.try_fit(ps, w, occupy=occupy)
         if result is not None and result.ok:
-            adm.start(ps, w, result.pods)
+            adm.start(ps, w, result.pods, occupied=occupy)
             return False
         if not is_routed_now and self.router.move_if_starts_elsewhere(w):
             return False

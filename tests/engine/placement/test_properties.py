@@ -260,3 +260,25 @@ def test_fit_probe_agrees_with_taking_owners_out_for_real(
         cs.rollback(token)
         cs.commit_checkpoint(token)
         assert probe.fits() == real
+
+
+@settings(max_examples=100, deadline=None)
+@given(node_list=pools(), data=st.data())
+def test_place_and_occupy_equals_place_then_occupy(
+    node_list: list[Node], data: st.DataObject
+) -> None:
+    """Packing once and keeping the pods gives the state (and indexes) that
+    placing, undoing and occupying the same placement gives."""
+    ops = data.draw(operations())
+    request = replace(data.draw(requests(99)), owner=(99, 0))
+    a, b = state(node_list, topology=("rack",)), state(node_list, topology=("rack",))
+    _apply(a, node_list, ops)
+    _apply(b, node_list, ops)
+    res_a = a.place(request)
+    if res_a.ok:
+        a.occupy(request.owner, res_a.pods)
+    res_b = b.place_and_occupy(request)
+    assert res_b == res_a
+    assert all_used(b, node_list) == all_used(a, node_list)
+    assert b._book.occupancy == a._book.occupancy
+    assert _index_contents(b) == _index_contents(a)

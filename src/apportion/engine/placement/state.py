@@ -200,6 +200,16 @@ class ClusterState:
         """
         return self._query(req, domain, allow_exiting, is_packed=True)
 
+    def place_and_occupy(self, req: PlacementRequest) -> PlacementResult:
+        """:meth:`place`, and if it succeeds, :meth:`occupy` the result for
+        ``req.owner``: the same state, packing once (a gang's trial pods are
+        kept instead of undone and applied again). The owner must hold no
+        claim and occupy nothing yet (ValueError)."""
+        book = self._book
+        if req.owner in book.claims or req.owner in book.occupancy:
+            raise ValueError(f"owner {req.owner} already holds devices")
+        return self._query(req, None, False, is_packed=True, keep=True)
+
     def fits(
         self,
         req: PlacementRequest,
@@ -219,9 +229,12 @@ class ClusterState:
         allow_exiting: bool,
         *,
         is_packed: bool,
+        keep: bool = False,
     ) -> PlacementResult:
         """Choose a scope for ``req`` on a marked copy of the book and, if
-        ``is_packed``, pack it; the book is restored before returning."""
+        ``is_packed``, pack it; the book is restored before returning, unless
+        ``keep`` and the pods were placed: then they stay, occupied by
+        ``req.owner`` (see :meth:`place_and_occupy`)."""
         _check_request(req)
         book = self._book
         fkey = book.filter_key(req.gpu_type, req.node_selector)
@@ -231,6 +244,7 @@ class ClusterState:
             assert never is not None
             return never
         token = book.mark()
+        kept = False
         try:
             book.release_claims(req.owner)
             if allow_exiting:
@@ -251,8 +265,19 @@ class ClusterState:
                 return PlacementResult(fitting_pods=choice.count, domain=choice.domain)
             free = choice.scope.free_total
             pods = pack(book, choice.scope, req, choice.count, self.counters)
+            if keep:
+                last = pods[-1]  # pack applies every pod but the last as trial use
+                for share in last.devices:
+                    book.add_stay(book.device_id(last.node, share.index), share.milli)
+                book.flush()
+                shares = self._shares(pods)
+                book.set_occupancy(req.owner, tuple((g, m, False) for g, m in shares.items()))
+                kept = True
         finally:
-            book.undo_to(token, keep_mark=False)
+            if kept:
+                book.release_mark(token)
+            else:
+                book.undo_to(token, keep_mark=False)
         self.counters.placements += 1
         return PlacementResult(
             pods=pods, domain=choice.domain, fitting_pods=choice.count, free_milli=free

@@ -5,8 +5,8 @@ Victim searches (SPEC 6.5) take candidates out one at a time and ask after
 each whether the preemptor fits. Taking an owner out only changes the nodes
 it uses, so the probe counts, once, how many pods of the request fit in its
 scope now (from the scope's index, exact for greedy packing), and then keeps
-the removed use per device on the side and re-counts only the nodes it
-changed: no index updates, nothing to undo.
+the removed use per device on the side and counts the pods each change
+gains or loses: no index updates, nothing to undo.
 
 The availability rule is the book's, with exiting victims ignored (searches
 treat them as gone): a device offers ``1000 - stay - claimed`` milli, nothing
@@ -34,10 +34,9 @@ class FitProbe:
         "_book",
         "_claimed",
         "_constraints",
-        "_count",
-        "_dirty",
         "_fitting",
         "_fkey",
+        "_full",
         "_gain",
         "_member",
         "_req",
@@ -52,9 +51,8 @@ class FitProbe:
         self._fitting = fitting
         self._stay: dict[int, int] = {}  # device -> stay milli taken out
         self._claimed: dict[int, int] = {}  # device -> claimed milli taken out
-        self._dirty: set[int] = set()  # node ranks changed since the last count
-        self._count: dict[int, int] = {}  # node rank -> pods it holds now (touched nodes)
-        self._gain = 0  # pods gained over ``fitting`` on the touched nodes
+        self._full: dict[int, int] = {}  # node rank -> fully available devices (touched)
+        self._gain = 0  # pods gained over ``fitting`` by the changes so far
         self._member: dict[int, bool] = {}
 
     def take_out(self, owner: Owner) -> None:
@@ -65,32 +63,55 @@ class FitProbe:
         """Undo :meth:`take_out` for ``owner``."""
         self._shift(owner, -1)
 
+    def fits(self) -> bool:
+        """Do at least ``min_pods`` pods fit now, with every owner taken out gone?"""
+        return self._fitting + self._gain >= self._req.min_pods
+
     def _shift(self, owner: Owner, sign: int) -> None:
         book = self._book
         for g, milli, is_exiting in book.occupancy.get(owner, ()):
-            if is_exiting:  # ignored already: searches treat exiting use as gone
-                continue
-            self._touch(book.dev_node[g])
-            self._stay[g] = self._stay.get(g, 0) + sign * milli
+            if not is_exiting:  # exiting use is ignored already: searches treat it as gone
+                self._change(g, self._stay, sign * milli)
         claim = book.claims.get(owner)
         if claim is not None:
             for g, milli in claim[1]:
-                self._touch(book.dev_node[g])
-                self._claimed[g] = self._claimed.get(g, 0) + sign * milli
+                self._change(g, self._claimed, sign * milli)
 
-    def _touch(self, rank: int) -> None:
-        if rank not in self._count:  # first change on this node: its count before
-            self._count[rank] = self._node_pods(rank)
-        self._dirty.add(rank)
+    def _avail(self, g: int) -> int:
+        book = self._book
+        return (FULL - (book.stay[g] - self._stay.get(g, 0))
+                - (book.claimed[g] - self._claimed.get(g, 0)))
 
-    def fits(self) -> bool:
-        """Do at least ``min_pods`` pods fit now, with every owner taken out gone?"""
-        for rank in self._dirty:
-            now = self._node_pods(rank)
-            self._gain += now - self._count[rank]
-            self._count[rank] = now
-        self._dirty.clear()
-        return self._fitting + self._gain >= self._req.min_pods
+    def _change(self, g: int, out: dict[int, int], delta: int) -> None:
+        """``delta`` more milli of device ``g`` taken out (of its use or claims):
+        its availability rises by ``delta``; count the pods that changes."""
+        rank = self._book.dev_node[g]
+        if not self._is_member(rank):
+            out[g] = out.get(g, 0) + delta
+            return
+        whole = self._req.whole_devices
+        if whole and rank not in self._full:
+            self._full[rank] = self._node_full(rank)
+        before = self._avail(g)
+        out[g] = out.get(g, 0) + delta
+        after = before + delta
+        if whole:
+            flip = (after >= FULL) - (before >= FULL)
+            if flip:
+                full = self._full[rank]
+                self._gain += (full + flip) // whole - full // whole
+                self._full[rank] = full + flip
+        else:
+            charge = self._req.charge
+            self._gain += max(0, after) // charge - max(0, before) // charge
+
+    def _node_full(self, rank: int) -> int:
+        """Fully available devices of node ``rank`` with the changes so far."""
+        first = self._book.first_dev[rank]
+        return sum(
+            1 for g in range(first, first + self._book.nodes[rank].gpus)
+            if self._avail(g) >= FULL
+        )
 
     def _is_member(self, rank: int) -> bool:
         found = self._member.get(rank)
@@ -102,21 +123,3 @@ class FitProbe:
             )
             self._member[rank] = found
         return found
-
-    def _node_pods(self, rank: int) -> int:
-        """Pods of the request that node ``rank`` holds with the changes so far."""
-        if not self._is_member(rank):
-            return 0
-        book, req = self._book, self._req
-        first = book.first_dev[rank]
-        stay_out, claimed_out = self._stay, self._claimed
-        whole, charge = req.whole_devices, req.charge
-        count = 0
-        for g in range(first, first + book.nodes[rank].gpus):
-            avail = (FULL - (book.stay[g] - stay_out.get(g, 0))
-                     - (book.claimed[g] - claimed_out.get(g, 0)))
-            if whole:
-                count += avail >= FULL
-            elif avail > 0:
-                count += avail // charge
-        return count // whole if whole else count

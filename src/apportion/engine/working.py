@@ -131,6 +131,7 @@ class WorkingState:
         self._undo: list[tuple[str, PoolState, int, bool, int]] = []
         self._never: dict[tuple[int, str], bool] = {}
         self._lca: dict[tuple[str, str], tuple[str, str]] = {}
+        self._placeable: dict[tuple[object, ...], bool] = {}
         self._leaves: dict[str, tuple[str, ...]] = {}
         self._touched: set[int] = set()
         self._keep_undo = False
@@ -440,7 +441,13 @@ class WorkingState:
         smallest = ps.ledger.smallest_cap(w.team)
         if smallest is not None and min_size > smallest.cap:
             return True
-        return ps.cluster.can_ever_place(ps.request(w, w.spec.min_pods)) is not None
+        req = ps.request(w, w.spec.min_pods)
+        shape = (ps.pool.name, req.pods, req.min_pods, req.charge, req.whole_devices,
+                 req.topology, tuple(sorted(req.node_selector.items())), req.gpu_type)
+        placeable = self._placeable.get(shape)
+        if placeable is None:  # the same for every request of this shape
+            placeable = self._placeable[shape] = ps.cluster.can_ever_place(req) is None
+        return not placeable
 
     def leaves_under(self, team: str) -> tuple[str, ...]:
         """Leaf teams in ``team``'s subtree (itself if a leaf), cached."""

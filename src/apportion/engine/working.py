@@ -206,6 +206,11 @@ class WorkingState:
                 ps.users[w.id] = ps.users.get(w.id, 0) + milli
                 ps.team_users.setdefault(w.team, set()).add(w.id)
             self._touched.add(w.id)
+            if w.status.is_placed:  # its demand is its placed size (demand_milli)
+                item = DemandItem(w.team, w.spec.is_reserved, w.spec.priority, milli,
+                                  w.submitted_at, w.id) if milli else None
+                self.set_demand(w.id, ps, item)
+                continue
             is_demand = w.status is not Status.PENDING and not w.status.is_terminal
             self.set_demand(w.id, ps, self._demand_item(ps, w) if is_demand else None)
         for name, ps in self.pools.items():

@@ -72,6 +72,8 @@ class VictimSearch:
         #: Device side of a single-pod search: removals kept off the book (see _search).
         self._probe: FitProbe | None = None
         self._always_passes = for_hold or spec.is_reserved
+        #: excess(c_V) when its verdict last came out "not now" (see _block).
+        self._thresholds: dict[str, int] = {}
         self._own = spec.team
         #: Usage moved on the ledger during a search, by (team, is reserved).
         self._moved: dict[tuple[str, bool], int] = {}
@@ -141,6 +143,7 @@ class VictimSearch:
                 cached = Verdict.PASS
             else:
                 cached = Verdict.FAIL_NOW
+                self._thresholds[c_v] = before
             self._verdicts[c_v] = cached
         return cached
 
@@ -152,13 +155,11 @@ class VictimSearch:
         stays put: the threshold is fixed, and only victims taken under c_W
         can lower the level it is compared with."""
         c_w, c_v = self._lca_children(v.team)
-        return c_w, self.ps.excess_key(c_v)
+        return c_w, self._thresholds[c_v]
 
-    def _woken(self, picked: WorkloadState) -> list[tuple[str, int]]:
-        """The teams whose excess taking ``picked`` lowered (its path), with
-        their excess now."""
-        key = self.ps.excess_key
-        return [(a, key(a)) for a in self.ws.tree.path(picked.team)]
+    def _woken(self, picked: WorkloadState) -> tuple[str, ...]:
+        """The teams whose excess taking ``picked`` lowered: its path."""
+        return self.ws.tree.path(picked.team)
 
     def _lca_children(self, team: str) -> tuple[str, str]:
         pair = self._lca.get(team)
@@ -311,7 +312,7 @@ class VictimSearch:
         queue = VictimQueue(index, self._teams(), self.ws.workloads.__getitem__,
                             eligible, self.ps.excess_key, self.verdict, own=own, rule=rule,
                             trusted=not (dom is not None and sub is None),
-                            block=self._block, woken=self._woken)
+                            block=self._block, woken=self._woken, level=self.ps.excess_key)
         try:
             while not self.fit(dom, free):
                 pick = queue.pick()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import enum
 import heapq
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from apportion.domain.lifecycle import WorkloadState
 
@@ -176,10 +176,10 @@ class VictimQueue:
     candidates need no per-item check.
 
     A candidate that fails "for now" can be parked: ``block(v)`` gives a key
-    and a threshold, and the candidate comes back once a pick reports, through
-    ``woken(picked)``, that key at a level below the threshold (6.4: the test
-    passes once excess(c_W) falls below excess(c_V)). Without ``block`` it is
-    tried again after every pick.
+    and a threshold, and the candidate comes back once a pick lists the key
+    in ``woken(picked)`` and ``level(key)`` is then below the threshold (6.4:
+    the test passes once excess(c_W) falls below excess(c_V)). Without
+    ``block`` it is tried again after every pick.
     """
 
     def __init__(
@@ -194,14 +194,15 @@ class VictimQueue:
         own: str | None = None,
         rule: Callable[[GroupKey], tuple[bool, int | None]] | None = None,
         trusted: bool = False,
-        block: Callable[[WorkloadState], tuple[Hashable, int]] | None = None,
-        woken: Callable[[WorkloadState], Iterable[tuple[Hashable, int]]] | None = None,
+        block: Callable[[WorkloadState], tuple[str, int]] | None = None,
+        woken: Callable[[WorkloadState], Iterable[str]] | None = None,
+        level: Callable[[str], int] | None = None,
     ) -> None:
         self._index, self._lookup, self._eligible = index, lookup, eligible
         self._excess, self._test = excess, test
-        self._block, self._woken = block, woken
+        self._block, self._woken, self._level = block, woken, level
         #: key -> heap of (-threshold, entry): the highest threshold wakes first.
-        self._blocked: dict[Hashable, list[tuple[int, Entry]]] = {}
+        self._blocked: dict[str, list[tuple[int, Entry]]] = {}
         self._pos: dict[GroupKey, int] = {}  # cursor per group (0 if absent)
         self._default: tuple[bool, int | None] = (trusted, None)
         self._rule: dict[GroupKey, tuple[bool, int | None]] = {}  # special groups
@@ -277,11 +278,13 @@ class VictimQueue:
         last, self._last = self._last, None
         if last is not None:
             self._push_team(last.team)
-            if self._blocked and self._woken is not None:
-                for wake, level in self._woken(last):
+            if self._blocked and self._woken is not None and self._level is not None:
+                for wake in self._woken(last):
                     parked = self._blocked.get(wake)
-                    while parked and -parked[0][0] > level:
-                        heapq.heappush(self._heap, heapq.heappop(parked)[1])
+                    if parked:
+                        now = self._level(wake)
+                        while parked and -parked[0][0] > now:
+                            heapq.heappush(self._heap, heapq.heappop(parked)[1])
         stash: list[Entry] = []
         found: WorkloadState | None = None
         while self._heap:

@@ -21,6 +21,7 @@ from apportion.engine.victim_order import (
     RUNNING,
     STARTING,
     Verdict,
+    VictimIndex,
     VictimQueue,
 )
 from apportion.engine.working import PoolState, WorkingState, owner_of
@@ -274,6 +275,34 @@ class VictimSearch:
             self._cost(chosen, "" if dom is None else dom[1]),
         )
 
+    def _can_take_now(self, index: VictimIndex) -> bool:
+        """For elastic W: could the greedy's first pick find anything in
+        ``index``? Its own team's work below W's priority, or work under a
+        c_V whose 6.4 test passes now (excess(c_V) > 0 and excess(c_W), W
+        counted, below it). "No" means the queue would come up empty."""
+        ps, tree, team_keys, groups = self.ps, self.ws.tree, index.team_keys, index.groups
+        prio, own = self.w.spec.priority, self.w.team
+        for key in team_keys.get(own, ()):
+            head = groups[key][0]
+            if head[0] < prio and head[2] != self.w.id:
+                return True
+        c_w = own
+        for parent in (*tree.path(own)[1:], None):
+            siblings = tree.children(parent) if parent is not None else tree.top_level()
+            level = ps.excess_key(c_w)
+            for sib in siblings:
+                if sib == c_w:
+                    continue
+                ex_v = ps.excess_key(sib)
+                if ex_v > 0 and level < ex_v and any(
+                    leaf in team_keys for leaf in self.ws.leaves_under(sib)
+                ):
+                    return True
+            if parent is None:
+                break
+            c_w = parent
+        return False
+
     def _greedy(
         self, dom: tuple[str, str] | None, free: int
     ) -> tuple[list[WorkloadState] | None, int]:
@@ -297,6 +326,10 @@ class VictimSearch:
             def eligible(v: WorkloadState) -> bool:
                 return self.eligible(v) and self._touches(v, dom)
 
+        is_filtered = dom is not None and sub is None
+        if (not is_filtered and not self.w.spec.is_reserved
+                and not self._can_take_now(index) and not self.fit(dom, free)):
+            return None, free  # the queue's first pick would find nothing
         own = self.w.team
         prio, is_elastic = self.w.spec.priority, not self.w.spec.is_reserved
 
@@ -311,7 +344,7 @@ class VictimSearch:
         # the index holds only elastic Starting/Running work, all eligible for W.
         queue = VictimQueue(index, self._teams(), self.ws.workloads.__getitem__,
                             eligible, self.ps.excess_key, self.verdict, own=own, rule=rule,
-                            trusted=not (dom is not None and sub is None),
+                            trusted=not is_filtered,
                             block=self._block, woken=self._woken, level=self.ps.excess_key)
         try:
             while not self.fit(dom, free):

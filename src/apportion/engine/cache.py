@@ -28,13 +28,17 @@ class CycleCache:
         self._ws: WorkingState | None = None
         self._base: tuple[object, object, object] | None = None
         self._loaded: dict[int, WorkloadState] = {}
+        #: The same states by object identity (``id()``; all kept alive by
+        #: ``_loaded``), so that what changed is found by set operations.
+        self._objects: dict[int, WorkloadState] = {}
+        self._waiting: set[int] = set()  # ids of the loaded waiting workloads
         self._exiting: set[Exiting] = set()
         self.rebuilds = 0
         self.updates = 0
 
     def __call__(self, snapshot: Snapshot, config: CycleConfig) -> Plan:
         ws = self._prepare(snapshot)
-        token = ws.begin_cycle(snapshot)
+        token = ws.begin_cycle(snapshot, self._loaded, sorted(self._waiting))
         try:
             return _Cycle(snapshot, config, ws).run()
         finally:
@@ -49,6 +53,8 @@ class CycleCache:
             self._ws = WorkingState(snapshot)
             self._base = (snapshot.tree, dict(snapshot.pools), snapshot.nodes)
             self._loaded = {w.id: w for w in snapshot.workloads}
+            self._objects = dict(zip(map(id, snapshot.workloads), snapshot.workloads, strict=True))
+            self._waiting = {w.id for w in snapshot.workloads if w.status.is_waiting}
             self._exiting = set(snapshot.exiting)
             self.rebuilds += 1
             return self._ws
@@ -59,13 +65,33 @@ class CycleCache:
         """Unload what changed or left, then load what changed or arrived (in
         that order, so a device handed from one workload to another never looks
         doubly used)."""
-        new = {w.id: w for w in snapshot.workloads}
+        objects = dict(zip(map(id, snapshot.workloads), snapshot.workloads, strict=True))
+        old_objects = self._objects
+        # A state object is either loaded already (same workload, unchanged) or
+        # not: what changed are the set differences, found without a Python loop.
         old = self._loaded
-        gone = sorted(i for i, w in old.items() if new.get(i) is not w)
-        came = sorted(i for i, w in new.items() if old.get(i) is not w)
+        gone = sorted({old_objects[o].id for o in old_objects.keys() - objects.keys()})
+        arrived = [objects[o] for o in objects.keys() - old_objects.keys()]
+        new = dict(old)
+        for i in gone:
+            new.pop(i, None)
+        for w in arrived:
+            new[w.id] = w
+        if len(new) != len(objects):  # pragma: no cover - ids not unique
+            new = {w.id: w for w in snapshot.workloads}
+            gone = sorted(i for i, w in old.items() if new.get(i) is not w)
+            arrived = [w for i, w in new.items() if old.get(i) is not w]
+        came = sorted(w.id for w in arrived)
+        waiting = self._waiting
+        for i in gone:
+            waiting.discard(i)
+        for w in arrived:
+            if w.status.is_waiting:
+                waiting.add(w.id)
         exiting = set(snapshot.exiting)
+        arrived_ids = set(came)
         for wid in sorted(ws.take_provisional()):  # routed last cycle: still so?
-            if wid in came:
+            if wid in arrived_ids:
                 continue  # its new state is loaded below
             if wid in new:
                 ws.load(new[wid])  # unchanged, so still Pending: no demand
@@ -81,6 +107,7 @@ class CycleCache:
             ws.load(new[i])
         ws.forget_undo()
         self._loaded = new
+        self._objects = objects
         self._exiting = exiting
         self.updates += len(gone) + len(came)
 

@@ -102,6 +102,10 @@ class PoolState:
 class WorkingState:
     """Snapshot + decisions of this cycle, with undoable trial changes."""
 
+    #: Ids of the snapshot's waiting (Pending, Queued) workloads, sorted; None
+    #: until :meth:`waiting` needs them (or a kept state hands them over).
+    _waiting_ids: list[int] | None = None
+
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.tree: OrgTree = snapshot.tree
@@ -207,10 +211,23 @@ class WorkingState:
             self.set_demand(w.id, None, None)
 
     # -- cycles on a kept state (see engine/cache.py) --------------------------
-    def begin_cycle(self, snapshot: Snapshot) -> tuple[int, dict[str, int]]:
-        """Start a cycle whose changes :meth:`end_cycle` takes back."""
+    def begin_cycle(
+        self,
+        snapshot: Snapshot,
+        workloads: Mapping[int, WorkloadState] | None = None,
+        waiting: list[int] | None = None,
+    ) -> tuple[int, dict[str, int]]:
+        """Start a cycle whose changes :meth:`end_cycle` takes back.
+
+        ``workloads`` (the snapshot's workloads by id) and ``waiting`` (the ids
+        of its waiting ones, sorted) may be passed by a caller that keeps them.
+        """
         self.snapshot = snapshot
-        self.workloads = {w.id: w for w in snapshot.workloads}
+        if workloads is None:
+            self.workloads = {w.id: w for w in snapshot.workloads}
+        else:
+            self.workloads = dict(workloads)
+        self._waiting_ids = waiting
         self._undo.clear()
         self._touched = set()
         self._keep_undo = True
@@ -236,6 +253,18 @@ class WorkingState:
                 ps_w.holders.add(wid)
             self.index(ps_w, w)
         self._touched = set()
+
+    def waiting(self) -> list[WorkloadState]:
+        """The snapshot's waiting (Pending or Queued) workloads, by id, as they
+        are now in the cycle: every workload a cycle step may act on (starting
+        and preempting only take waiting work out of line)."""
+        ids = self._waiting_ids
+        if ids is None:
+            ids = self._waiting_ids = sorted(
+                w.id for w in self.snapshot.workloads if w.status.is_waiting
+            )
+        workloads = self.workloads
+        return [workloads[i] for i in ids]
 
     def set_holder(self, ps: PoolState, wid: int, is_holder: bool) -> None:
         self._touched.add(wid)

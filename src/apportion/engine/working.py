@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import lcm
+from typing import TYPE_CHECKING
 
 from apportion.domain.cluster import Pool
 from apportion.domain.lifecycle import Exiting, Status, WorkloadState
@@ -21,6 +22,13 @@ from apportion.engine.ledger import Ledger
 from apportion.engine.placement import ClusterState, Owner, PlacementRequest
 from apportion.engine.snapshot import Snapshot
 from apportion.engine.victim_order import NOMINATION, RUNNING, STARTING, VictimIndex
+
+if TYPE_CHECKING:
+    from apportion.domain.reasons import Reason
+    from apportion.domain.workload import WorkloadSpec
+
+
+_REQUESTS_KEPT = 65536  # placement requests kept per pool, at most
 
 
 def owner_of(w: WorkloadState) -> Owner:
@@ -48,12 +56,31 @@ class PoolState:
     team_users: dict[str, set[int]] = field(default_factory=dict)
     node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
     schedulable: frozenset[str] = frozenset()
+    #: Requests made so far, by (workload id, attempt, pods asked): the spec
+    #: they were made from and the request (immutable, so shared).
+    requests: dict[tuple[int, int, int | None], tuple[WorkloadSpec, PlacementRequest]] = field(
+        default_factory=dict
+    )
+    #: Memo of explain.never_reason (it depends on the spec, the tree and the
+    #: nodes only, none of which change for one PoolState): id -> (spec, reason).
+    never: dict[int, tuple[WorkloadSpec, Reason | None]] = field(default_factory=dict)
 
     def charge(self, w: WorkloadState) -> int:
         return w.spec.charge(self.pool.gpu_memory_mib)
 
     def request(self, w: WorkloadState, pods: int | None = None) -> PlacementRequest:
         """The placement request of ``w`` here, optionally with fewer pods."""
+        key = (w.id, w.attempt, pods)
+        known = self.requests.get(key)
+        if known is not None and known[0] is w.spec:
+            return known[1]
+        req = self._request(w, pods)
+        if len(self.requests) >= _REQUESTS_KEPT:
+            self.requests.clear()
+        self.requests[key] = (w.spec, req)
+        return req
+
+    def _request(self, w: WorkloadState, pods: int | None) -> PlacementRequest:
         req = PlacementRequest.for_spec(w.spec, self.pool.gpu_memory_mib, owner_of(w))
         if pods is None or pods == req.pods:
             return req

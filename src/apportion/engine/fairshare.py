@@ -21,7 +21,8 @@ the reserved workloads of the leaves in subtrees where a bucket is short.
 :class:`DemandBook` keeps the aggregates between cycles so that one workload's
 change costs O(1), and keeps steps 1-2 per top-level team (when all buckets
 fit in the pool) so that only the changed top-level subtrees and step 4 run
-again.
+again. Step 4 grants all bursting demand at once when the surplus and every
+cap have room for it (then no level's water-filling could cut anything).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from apportion.engine.fairshare_fill import (
     PoolIndex,
     active_children,
     fill_level,
+    grant_all,
     index_pool,
 )
 from apportion.engine.fairshare_reserved import LeafOrder, OrderKey, TopGrant
@@ -136,12 +138,14 @@ class DemandBook:
 
     ``add``/``remove`` change one workload's demand in O(1) (removing reserved
     work scans its leaf's list) and drop only the caches it touches: its leaf's
-    sorted reserved work and its top-level team's results of steps 1-2 (and of
-    step 1 alone, used when the buckets exceed the pool).
+    sorted reserved work and its top-level team's results of steps 1-2 (and,
+    for reserved work, of step 1 alone).
     ``entitlements`` then redoes steps 1-2 only for top-level teams whose
-    demand changed (sorting reserved work only of leaves in subtrees where a
-    bucket is short), or, when the buckets exceed the pool, step 1 for those
-    whose reserved demand changed and step 2 for the whole pool; then step 4.
+    demand changed (step 1 only where their reserved demand changed, sorting
+    reserved work only of leaves in subtrees where a bucket is short), or, when
+    the buckets exceed the pool, step 1 for those whose reserved demand changed
+    and step 2 for the whole pool; then step 4, in one pass when neither the
+    surplus nor any cap can bind.
     O(teams x depth x levels) at most; it never looks at elastic workloads one
     by one. Not thread-safe.
     """
@@ -292,7 +296,7 @@ class DemandBook:
             if top not in self._tops:
                 part = grant_buckets(
                     index.subtrees[top], capacity, self._reserved_total, self._elastic[top],
-                    self._pieces_of,
+                    self._pieces_of, self._step1,
                 )
                 self._totals.put(top, part)
                 self._tops.add(top)
@@ -322,13 +326,16 @@ class DemandBook:
         levels = sorted(demand, reverse=True)
         surplus = max(0, capacity - grants.granted[ROOT])
         fills = work.fills
-        for p in levels:  # step 4: the surplus, highest workload priority first
-            room = grants.headroom(ROOT)
-            if room is None or room <= 0:
-                break
-            kids = active_children(index, demand[p])
-            fill_level(grants, LevelFill(ROOT, demand[p], kids, stop_when_full=True), None)
-            fills += 1
+        # Step 4: the surplus, highest workload priority first; in one go when
+        # it and every cap have room for all the bursting demand.
+        if not grant_all(grants, demand.values()):
+            for p in levels:
+                room = grants.headroom(ROOT)
+                if room is None or room <= 0:
+                    break
+                kids = active_children(index, demand[p])
+                fill_level(grants, LevelFill(ROOT, demand[p], kids, stop_when_full=True), None)
+                fills += 1
         counters = {
             "items": self._items,
             "levels": len(levels),

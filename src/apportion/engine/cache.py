@@ -123,6 +123,8 @@ class CycleCache:
             ws.load_exiting(ex, -1)
         for i in gone:
             ws.unload(old[i], keep_demand=i in new)
+            if i not in new:
+                ws.forget(i)
         for ex in sorted(exiting - self._exiting, key=_exit_key):
             ws.load_exiting(ex, +1)
         for i in came:

@@ -28,9 +28,6 @@ if TYPE_CHECKING:
     from apportion.domain.workload import WorkloadSpec
 
 
-_REQUESTS_KEPT = 65536  # placement requests kept per pool, at most
-
-
 def owner_of(w: WorkloadState) -> Owner:
     return (w.id, w.attempt)
 
@@ -56,9 +53,9 @@ class PoolState:
     team_users: dict[str, set[int]] = field(default_factory=dict)
     node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
     schedulable: frozenset[str] = frozenset()
-    #: Requests made so far, by (workload id, attempt, pods asked): the spec
-    #: they were made from and the request (immutable, so shared).
-    requests: dict[tuple[int, int, int | None], tuple[WorkloadSpec, PlacementRequest]] = field(
+    #: Requests made so far, by workload id: the spec and attempt they were
+    #: made for, and the requests (immutable, so shared) by pods asked.
+    requests: dict[int, tuple[WorkloadSpec, int, dict[int | None, PlacementRequest]]] = field(
         default_factory=dict
     )
     #: Memo of explain.never_reason (it depends on the spec, the tree and the
@@ -70,15 +67,18 @@ class PoolState:
 
     def request(self, w: WorkloadState, pods: int | None = None) -> PlacementRequest:
         """The placement request of ``w`` here, optionally with fewer pods."""
-        key = (w.id, w.attempt, pods)
-        known = self.requests.get(key)
-        if known is not None and known[0] is w.spec:
-            return known[1]
-        req = self._request(w, pods)
-        if len(self.requests) >= _REQUESTS_KEPT:
-            self.requests.clear()
-        self.requests[key] = (w.spec, req)
+        known = self.requests.get(w.id)
+        if known is None or known[0] is not w.spec or known[1] != w.attempt:
+            known = self.requests[w.id] = (w.spec, w.attempt, {})
+        req = known[2].get(pods)
+        if req is None:
+            req = known[2][pods] = self._request(w, pods)
         return req
+
+    def forget(self, wid: int) -> None:
+        """Drop what is kept for workload ``wid`` (it left)."""
+        self.requests.pop(wid, None)
+        self.never.pop(wid, None)
 
     def _request(self, w: WorkloadState, pods: int | None) -> PlacementRequest:
         req = PlacementRequest.for_spec(w.spec, self.pool.gpu_memory_mib, owner_of(w))
@@ -236,6 +236,12 @@ class WorkingState:
         ps.victims.discard(w.id)
         if not keep_demand:
             self.set_demand(w.id, None, None)
+
+    def forget(self, wid: int) -> None:
+        """Drop what is kept about workload ``wid`` (it left the snapshot)."""
+        for name, other in self.pools.items():
+            other.forget(wid)
+            self._never.pop((wid, name), None)
 
     # -- cycles on a kept state (see engine/cache.py) --------------------------
     def begin_cycle(

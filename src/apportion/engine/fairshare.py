@@ -28,9 +28,10 @@ cap have room for it (then no level's water-filling could cut anything).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import accumulate
+from math import lcm
 from types import MappingProxyType
 from typing import NamedTuple, TypeVar
 
@@ -84,7 +85,9 @@ class Entitlements:
 
     ``by_team`` holds every team of the tree, leaf or not: the total granted to
     its subtree. ``surplus`` is step 3's surplus. ``counters`` count work done
-    (teams_visited, levels, items, reserved_pieces, fills).
+    (teams_visited, levels, items, reserved_pieces, fills). ``scale`` (the
+    least common denominator of ``by_team``, 0 when not given) and ``scaled``
+    (``by_team`` times it, as ints) serve exact comparisons without Fractions.
     """
 
     pool: str
@@ -92,6 +95,8 @@ class Entitlements:
     by_team: Mapping[str, Fraction]
     surplus: Fraction
     counters: Mapping[str, int]
+    scale: int = field(default=0, compare=False, repr=False)
+    scaled: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def of(self, team: str) -> Fraction:
         """The entitlement of ``team``; 0 for an unknown team or no grant."""
@@ -304,8 +309,11 @@ class DemandBook:
                             work.pieces + part.pieces)
         return (*self._totals.copy(), work)
 
-    def _fractions_of(self, granted: Mapping[str, Milli]) -> dict[str, Fraction]:
-        """``granted`` as Fractions, in its order, without ROOT.
+    def _fractions_of(
+        self, granted: Mapping[str, Milli]
+    ) -> tuple[dict[str, Fraction], int, dict[str, int]]:
+        """``granted`` without ROOT, in its order: as Fractions, and as ints
+        times the least common denominator (returned between them).
 
         Fractions of whole amounts are kept between calls (a bounded memo).
         """
@@ -314,7 +322,12 @@ class DemandBook:
             memo.clear()
         out = {t: memo[v] if isinstance(v, int) else v for t, v in granted.items()}
         del out[ROOT]
-        return out
+        scale = lcm(*{v.denominator for v in out.values()})
+        if scale == 1:
+            scaled = {t: v.numerator for t, v in out.items()}
+        else:
+            scaled = {t: v.numerator * (scale // v.denominator) for t, v in out.items()}
+        return out, scale, scaled
 
     def entitlements(self, capacity: int) -> Entitlements:
         """Entitlements from the current demand in a pool of ``capacity`` milli-GPU."""
@@ -344,12 +357,15 @@ class DemandBook:
             "reserved_pieces": work.pieces,
             "fills": fills,
         }
+        by_team, scale, scaled = self._fractions_of(grants.granted)
         return Entitlements(
             pool=index.pool,
             capacity=capacity,
-            by_team=MappingProxyType(self._fractions_of(grants.granted)),
+            by_team=MappingProxyType(by_team),
             surplus=Fraction(surplus),
             counters=MappingProxyType(counters),
+            scale=scale,
+            scaled=MappingProxyType(scaled),
         )
 
 

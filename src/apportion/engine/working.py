@@ -105,6 +105,10 @@ class PoolState:
         if self.entitlements is ents:
             return
         self.entitlements = ents
+        if ents.scale:  # computed with the shares
+            self.scale = ents.scale
+            self.scaled = dict(ents.scaled)
+            return
         scale = 1
         for value in ents.by_team.values():
             scale = lcm(scale, value.denominator)

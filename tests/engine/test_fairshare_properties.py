@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -110,6 +111,18 @@ def test_within_capacity_demand_and_caps(world: World) -> None:
 @given(worlds(valid=False))
 def test_within_capacity_even_when_reservations_exceed_it(world: World) -> None:
     assert_invariants(world, compute(world))
+
+
+@SETTINGS
+@given(worlds(valid=False))
+def test_scaled_shares_are_the_shares_over_their_least_common_denominator(
+    world: World,
+) -> None:
+    result = compute(world)
+    assert result.scale == math.lcm(*(v.denominator for v in result.by_team.values()))
+    assert dict(result.scaled) == {
+        t: int(v * result.scale) for t, v in result.by_team.items()
+    }
 
 
 def max_grantable(tree: OrgTree, demand: Mapping[str, int], team: str) -> int:

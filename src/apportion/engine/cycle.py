@@ -71,7 +71,7 @@ class _Cycle:
 
         A nomination on a node that can no longer take pods is dropped.
         """
-        for w in sorted(self.ws.workloads.values(), key=lambda w: w.id):
+        for w in self.ws.waiting():
             if w.status is not Status.QUEUED or not w.nomination or w.is_hold:
                 continue
             ps = self.ws.pools.get(w.pool or "")
@@ -94,7 +94,7 @@ class _Cycle:
     def step1_route(self) -> dict[int, str]:
         """Route Pending workloads, one at a time in step 2's order (6.1)."""
         routed: dict[int, str] = {}
-        pending = [w for w in self.ws.workloads.values() if w.status is Status.PENDING]
+        pending = [w for w in self.ws.waiting() if w.status is Status.PENDING]
         for w in sorted(pending, key=routing_key):
             pool, reason = self.router.choose(w)
             if pool is None:
@@ -113,7 +113,7 @@ class _Cycle:
         """Quota, fit, move, preempt or wait, for each waiting workload in order."""
         name = ps.pool.name
         waiting = []
-        for w in sorted(self.ws.workloads.values(), key=lambda w: w.id):
+        for w in self.ws.waiting():
             if w.pool != name or w.status is not Status.QUEUED:
                 continue
             if w.nomination and not w.is_hold:

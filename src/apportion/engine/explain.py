@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from apportion.domain.lifecycle import WorkloadState
-from apportion.domain.quantities import format_gpus
+from apportion.domain.quantities import format_gpus as _format_gpus
 from apportion.domain.reasons import Reason, ReasonCode
 from apportion.engine.placement import FailureKind, PlacementResult
 from apportion.engine.working import PoolState
@@ -18,6 +20,19 @@ _BY_FAILURE = {
 }
 
 _ORDER = {code: i for i, code in enumerate(ReasonCode)}
+
+_GPUS_TEXT: dict[int | Fraction, str] = {}  # memo of format_gpus (the same few amounts recur)
+_GPUS_KEPT = 4096
+
+
+def format_gpus(milli: int | Fraction) -> str:
+    """The domain's ``format_gpus``, remembered (it depends on the value only)."""
+    text = _GPUS_TEXT.get(milli)
+    if text is None:
+        if len(_GPUS_TEXT) >= _GPUS_KEPT:
+            _GPUS_TEXT.clear()
+        text = _GPUS_TEXT[milli] = _format_gpus(milli)
+    return text
 
 
 def needs(ps: PoolState, w: WorkloadState) -> str:
@@ -45,7 +60,20 @@ def first(reasons: list[Reason]) -> Reason:
 
 
 def never_reason(ps: PoolState, w: WorkloadState) -> Reason | None:
-    """Why ``w`` could never run in this pool, or None if it could."""
+    """Why ``w`` could never run in this pool, or None if it could.
+
+    It depends only on the spec, the tree and the pool's nodes, none of which
+    change during a PoolState's life, so it is kept per workload there.
+    """
+    known = ps.never.get(w.id)
+    if known is not None and known[0] is w.spec:
+        return known[1]
+    reason = _never_reason(ps, w)
+    ps.never[w.id] = (w.spec, reason)
+    return reason
+
+
+def _never_reason(ps: PoolState, w: WorkloadState) -> Reason | None:
     led = ps.ledger
     min_size = w.spec.min_pods * ps.charge(w)
     pool = ps.pool.name

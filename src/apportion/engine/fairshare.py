@@ -21,15 +21,17 @@ the reserved workloads of the leaves in subtrees where a bucket is short.
 :class:`DemandBook` keeps the aggregates between cycles so that one workload's
 change costs O(1), and keeps steps 1-2 per top-level team (when all buckets
 fit in the pool) so that only the changed top-level subtrees and step 4 run
-again.
+again. Step 4 grants all bursting demand at once when the surplus and every
+cap have room for it (then no level's water-filling could cut anything).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import accumulate
+from math import lcm
 from types import MappingProxyType
 from typing import NamedTuple, TypeVar
 
@@ -43,6 +45,7 @@ from apportion.engine.fairshare_fill import (
     PoolIndex,
     active_children,
     fill_level,
+    grant_all,
     index_pool,
 )
 from apportion.engine.fairshare_reserved import LeafOrder, OrderKey, TopGrant
@@ -82,7 +85,9 @@ class Entitlements:
 
     ``by_team`` holds every team of the tree, leaf or not: the total granted to
     its subtree. ``surplus`` is step 3's surplus. ``counters`` count work done
-    (teams_visited, levels, items, reserved_pieces, fills).
+    (teams_visited, levels, items, reserved_pieces, fills). ``scale`` (the
+    least common denominator of ``by_team``, 0 when not given) and ``scaled``
+    (``by_team`` times it, as ints) serve exact comparisons without Fractions.
     """
 
     pool: str
@@ -90,6 +95,8 @@ class Entitlements:
     by_team: Mapping[str, Fraction]
     surplus: Fraction
     counters: Mapping[str, int]
+    scale: int = field(default=0, compare=False, repr=False)
+    scaled: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def of(self, team: str) -> Fraction:
         """The entitlement of ``team``; 0 for an unknown team or no grant."""
@@ -136,12 +143,14 @@ class DemandBook:
 
     ``add``/``remove`` change one workload's demand in O(1) (removing reserved
     work scans its leaf's list) and drop only the caches it touches: its leaf's
-    sorted reserved work and its top-level team's results of steps 1-2 (and of
-    step 1 alone, used when the buckets exceed the pool).
+    sorted reserved work and its top-level team's results of steps 1-2 (and,
+    for reserved work, of step 1 alone).
     ``entitlements`` then redoes steps 1-2 only for top-level teams whose
-    demand changed (sorting reserved work only of leaves in subtrees where a
-    bucket is short), or, when the buckets exceed the pool, step 1 for those
-    whose reserved demand changed and step 2 for the whole pool; then step 4.
+    demand changed (step 1 only where their reserved demand changed, sorting
+    reserved work only of leaves in subtrees where a bucket is short), or, when
+    the buckets exceed the pool, step 1 for those whose reserved demand changed
+    and step 2 for the whole pool; then step 4, in one pass when neither the
+    surplus nor any cap can bind.
     O(teams x depth x levels) at most; it never looks at elastic workloads one
     by one. Not thread-safe.
     """
@@ -292,7 +301,7 @@ class DemandBook:
             if top not in self._tops:
                 part = grant_buckets(
                     index.subtrees[top], capacity, self._reserved_total, self._elastic[top],
-                    self._pieces_of,
+                    self._pieces_of, self._step1,
                 )
                 self._totals.put(top, part)
                 self._tops.add(top)
@@ -300,8 +309,11 @@ class DemandBook:
                             work.pieces + part.pieces)
         return (*self._totals.copy(), work)
 
-    def _fractions_of(self, granted: Mapping[str, Milli]) -> dict[str, Fraction]:
-        """``granted`` as Fractions, in its order, without ROOT.
+    def _fractions_of(
+        self, granted: Mapping[str, Milli]
+    ) -> tuple[dict[str, Fraction], int, dict[str, int]]:
+        """``granted`` without ROOT, in its order: as Fractions, and as ints
+        times the least common denominator (returned between them).
 
         Fractions of whole amounts are kept between calls (a bounded memo).
         """
@@ -310,7 +322,12 @@ class DemandBook:
             memo.clear()
         out = {t: memo[v] if isinstance(v, int) else v for t, v in granted.items()}
         del out[ROOT]
-        return out
+        scale = lcm(*{v.denominator for v in out.values()})
+        if scale == 1:
+            scaled = {t: v.numerator for t, v in out.items()}
+        else:
+            scaled = {t: v.numerator * (scale // v.denominator) for t, v in out.items()}
+        return out, scale, scaled
 
     def entitlements(self, capacity: int) -> Entitlements:
         """Entitlements from the current demand in a pool of ``capacity`` milli-GPU."""
@@ -322,13 +339,16 @@ class DemandBook:
         levels = sorted(demand, reverse=True)
         surplus = max(0, capacity - grants.granted[ROOT])
         fills = work.fills
-        for p in levels:  # step 4: the surplus, highest workload priority first
-            room = grants.headroom(ROOT)
-            if room is None or room <= 0:
-                break
-            kids = active_children(index, demand[p])
-            fill_level(grants, LevelFill(ROOT, demand[p], kids, stop_when_full=True), None)
-            fills += 1
+        # Step 4: the surplus, highest workload priority first; in one go when
+        # it and every cap have room for all the bursting demand.
+        if not grant_all(grants, demand.values()):
+            for p in levels:
+                room = grants.headroom(ROOT)
+                if room is None or room <= 0:
+                    break
+                kids = active_children(index, demand[p])
+                fill_level(grants, LevelFill(ROOT, demand[p], kids, stop_when_full=True), None)
+                fills += 1
         counters = {
             "items": self._items,
             "levels": len(levels),
@@ -337,12 +357,15 @@ class DemandBook:
             "reserved_pieces": work.pieces,
             "fills": fills,
         }
+        by_team, scale, scaled = self._fractions_of(grants.granted)
         return Entitlements(
             pool=index.pool,
             capacity=capacity,
-            by_team=MappingProxyType(self._fractions_of(grants.granted)),
+            by_team=MappingProxyType(by_team),
             surplus=Fraction(surplus),
             counters=MappingProxyType(counters),
+            scale=scale,
+            scaled=MappingProxyType(scaled),
         )
 
 

@@ -10,7 +10,7 @@ the pool" is just one more cap on every path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping, Sequence, Set
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from itertools import pairwise
@@ -209,6 +209,36 @@ def active_children(index: PoolIndex, leaves: Mapping[str, Milli]) -> dict[str, 
             if known:
                 break
     return {parent: tuple(sorted(children)) for parent, children in kids.items()}
+
+
+def grant_all(grants: Grants, levels: Iterable[Mapping[str, Milli]]) -> bool:
+    """Grant every leaf all of its demand in ``levels`` (level -> leaf -> still
+    wanted) if every cap on the way, ROOT's (the pool) included, has room for
+    all of it; else change nothing and return False.
+
+    When nothing can bind, the level-by-level water-filling of step 4 gives
+    each leaf exactly its demand at every level (every want is met in full),
+    so the grants are the same, found in one pass over the leaves and paths.
+    """
+    by_leaf: dict[str, Milli] = {}
+    for level in levels:
+        for leaf, milli in level.items():
+            if milli > 0:
+                by_leaf[leaf] = by_leaf.get(leaf, 0) + milli
+    if not by_leaf:
+        return True
+    path, caps, granted = grants.index.path, grants.caps, grants.granted
+    below: dict[str, Milli] = {}
+    for leaf, milli in by_leaf.items():
+        for slug in path[leaf]:
+            below[slug] = below.get(slug, 0) + milli
+    for slug, milli in below.items():
+        cap = caps[slug]
+        if cap is not None and cap - granted[slug] < milli:
+            return False
+    for slug, milli in below.items():
+        granted[slug] += milli
+    return True
 
 
 @dataclass(frozen=True, slots=True)

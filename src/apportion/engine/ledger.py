@@ -118,15 +118,23 @@ class Ledger:
         return new
 
     def reserved_room(self, team: str) -> int:
-        """The most reserved work leaf ``team`` could still add (binary search, O(depth log))."""
-        lo, hi = 0, self.path_reservation(team)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.reserved_fits(team, mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        """The most reserved work leaf ``team`` could still add, in one pass up its path.
+
+        Adding ``d`` to a bucket's input raises its overflow by ``max(0, d - free)``,
+        ``free = max(0, bucket - input)``; so ``m`` more fits exactly when the
+        top-level overflow is 0 now and ``m`` is at most the sum of the free
+        parts on the path (what a search over :meth:`reserved_fits` finds).
+        """
+        path = self._paths[team]
+        if self._overflow[path[-1]]:
+            return 0
+        bucket, child = self._bucket, self._child_overflow
+        room = max(0, bucket[team] - self._own_reserved[team] - child[team])
+        for slug in path[1:]:
+            free = bucket[slug] - child[slug]
+            if free > 0:
+                room += free
+        return min(room, self.path_reservation(team))
 
     def path_reservation(self, team: str) -> int:
         """Sum of the buckets on the path: the most reserved work the leaf could ever run."""

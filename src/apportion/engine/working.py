@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import lcm
+from typing import TYPE_CHECKING
 
 from apportion.domain.cluster import Pool
 from apportion.domain.lifecycle import Exiting, Status, WorkloadState
@@ -22,6 +23,10 @@ from apportion.engine.ledger import Ledger
 from apportion.engine.placement import ClusterState, Owner, PlacementRequest
 from apportion.engine.snapshot import Snapshot
 from apportion.engine.victim_order import NOMINATION, RUNNING, STARTING, VictimIndex
+
+if TYPE_CHECKING:
+    from apportion.domain.reasons import Reason
+    from apportion.domain.workload import WorkloadSpec
 
 
 def owner_of(w: WorkloadState) -> Owner:
@@ -49,20 +54,32 @@ class PoolState:
     team_users: dict[str, set[int]] = field(default_factory=dict)
     node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
     schedulable: frozenset[str] = frozenset()
-    #: Placement requests by (workload id, attempt, pods or 0), see ``request``.
-    requests: dict[tuple[int, int, int], PlacementRequest] = field(default_factory=dict)
+    #: Requests made so far, by workload id: the spec and attempt they were
+    #: made for, and the requests (immutable, so shared) by pods asked.
+    requests: dict[int, tuple[WorkloadSpec, int, dict[int | None, PlacementRequest]]] = field(
+        default_factory=dict
+    )
+    #: Memo of explain.never_reason (it depends on the spec, the tree and the
+    #: nodes only, none of which change for one PoolState): id -> (spec, reason).
+    never: dict[int, tuple[WorkloadSpec, Reason | None]] = field(default_factory=dict)
 
     def charge(self, w: WorkloadState) -> int:
         return w.spec.charge(self.pool.gpu_memory_mib)
 
     def request(self, w: WorkloadState, pods: int | None = None) -> PlacementRequest:
-        """The placement request of ``w`` here, optionally with fewer pods
-        (kept per attempt and pod count: a workload's spec never changes)."""
-        key = (w.id, w.attempt, pods or 0)
-        found = self.requests.get(key)
-        if found is None:
-            found = self.requests[key] = self._request(w, pods)
-        return found
+        """The placement request of ``w`` here, optionally with fewer pods."""
+        known = self.requests.get(w.id)
+        if known is None or known[0] is not w.spec or known[1] != w.attempt:
+            known = self.requests[w.id] = (w.spec, w.attempt, {})
+        req = known[2].get(pods)
+        if req is None:
+            req = known[2][pods] = self._request(w, pods)
+        return req
+
+    def forget(self, wid: int) -> None:
+        """Drop what is kept for workload ``wid`` (it left)."""
+        self.requests.pop(wid, None)
+        self.never.pop(wid, None)
 
     def _request(self, w: WorkloadState, pods: int | None) -> PlacementRequest:
         req = PlacementRequest.for_spec(w.spec, self.pool.gpu_memory_mib, owner_of(w))
@@ -89,6 +106,10 @@ class PoolState:
         if self.entitlements is ents:
             return
         self.entitlements = ents
+        if ents.scale:  # computed with the shares
+            self.scale = ents.scale
+            self.scaled = dict(ents.scaled)
+            return
         scale = 1
         for value in ents.by_team.values():
             scale = lcm(scale, value.denominator)
@@ -112,6 +133,10 @@ class PoolState:
 
 class WorkingState:
     """Snapshot + decisions of this cycle, with undoable trial changes."""
+
+    #: Ids of the snapshot's waiting (Pending, Queued) workloads, sorted; None
+    #: until :meth:`waiting` needs them (or a kept state hands them over).
+    _waiting_ids: list[int] | None = None
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -279,11 +304,30 @@ class WorkingState:
         if not keep_demand:
             self.set_demand(w.id, None, None)
 
+    def forget(self, wid: int) -> None:
+        """Drop what is kept about workload ``wid`` (it left the snapshot)."""
+        for name, other in self.pools.items():
+            other.forget(wid)
+            self._never.pop((wid, name), None)
+
     # -- cycles on a kept state (see engine/cache.py) --------------------------
-    def begin_cycle(self, snapshot: Snapshot) -> tuple[int, dict[str, int]]:
-        """Start a cycle whose changes :meth:`end_cycle` takes back."""
+    def begin_cycle(
+        self,
+        snapshot: Snapshot,
+        workloads: Mapping[int, WorkloadState] | None = None,
+        waiting: list[int] | None = None,
+    ) -> tuple[int, dict[str, int]]:
+        """Start a cycle whose changes :meth:`end_cycle` takes back.
+
+        ``workloads`` (the snapshot's workloads by id) and ``waiting`` (the ids
+        of its waiting ones, sorted) may be passed by a caller that keeps them.
+        """
         self.snapshot = snapshot
-        self.workloads = {w.id: w for w in snapshot.workloads}
+        if workloads is None:
+            self.workloads = {w.id: w for w in snapshot.workloads}
+        else:
+            self.workloads = dict(workloads)
+        self._waiting_ids = waiting
         self._undo.clear()
         self._touched = set()
         self._keep_undo = True
@@ -309,6 +353,18 @@ class WorkingState:
                 ps_w.holders.add(wid)
             self.index(ps_w, w)
         self._touched = set()
+
+    def waiting(self) -> list[WorkloadState]:
+        """The snapshot's waiting (Pending or Queued) workloads, by id, as they
+        are now in the cycle: every workload a cycle step may act on (starting
+        and preempting only take waiting work out of line)."""
+        ids = self._waiting_ids
+        if ids is None:
+            ids = self._waiting_ids = sorted(
+                w.id for w in self.snapshot.workloads if w.status.is_waiting
+            )
+        workloads = self.workloads
+        return [workloads[i] for i in ids]
 
     def set_holder(self, ps: PoolState, wid: int, is_holder: bool) -> None:
         self._touched.add(wid)

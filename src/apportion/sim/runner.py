@@ -16,6 +16,7 @@ from fractions import Fraction
 from apportion.domain.cluster import Node
 from apportion.domain.errors import ApportionError
 from apportion.domain.lifecycle import Exiting, WorkloadState
+from apportion.engine import cache as engine_cache
 from apportion.engine.apply import Preemption, apply_plan
 from apportion.engine.cache import CycleCache
 from apportion.engine.plan import DecisionKind, Plan
@@ -80,13 +81,16 @@ def simulate(
     Raises CycleLimitError when one instant needs more than 100 cycles, and
     ValidationError when a given placement does not fit when it is submitted.
     """
-    return _Runner(scenario, cycle or CycleCache()).run(until)
+    return _Runner(scenario, cycle).run(until)
 
 
 class _Runner:
-    def __init__(self, scenario: Scenario, cycle: CycleFn) -> None:
+    def __init__(self, scenario: Scenario, cycle: CycleFn | None) -> None:
         self.world = World(scenario)
-        self.cycle = cycle
+        made = CycleCache() if cycle is None else None
+        #: Our own kept-state runner is told what changed (the world knows).
+        self.cache = made if isinstance(made, engine_cache.CycleCache) else None
+        self.cycle: CycleFn = cycle or made or CycleCache()
         self.cycle_id = 0
         self.instants = 0
         self.counters: dict[str, int] = {}
@@ -177,7 +181,12 @@ class _Runner:
     def _plan(self) -> Plan:
         """One cycle of the real engine on the current state (not applied)."""
         self.cycle_id += 1
-        plan = self.cycle(self.world.snapshot(self.cycle_id), CycleConfig(cycle_id=self.cycle_id))
+        snapshot = self.world.snapshot(self.cycle_id)
+        config = CycleConfig(cycle_id=self.cycle_id)
+        if self.cache is not None:
+            plan = self.cache.run(snapshot, config, self.world.active, self.world.take_changed())
+        else:
+            plan = self.cycle(snapshot, config)
         for key, value in plan.counters.items():
             self.counters[key] = self.counters.get(key, 0) + value
         return plan

@@ -51,6 +51,7 @@ class World:
         self.by_name = {w.spec.name: w.id for w in scenario.workloads}
         self.names = {w.id: w.spec.name for w in scenario.workloads}
         self._timers: list[tuple[int, int, int, int]] = []  # (at, kind, id, attempt)
+        self._changed: set[int] = set()  # ids put since take_changed
 
     # -- state changes -------------------------------------------------------
     def put(self, new: WorkloadState) -> None:
@@ -58,6 +59,7 @@ class World:
         just become Starting (with no start delay it runs at once)."""
         old = self.states.get(new.id)
         self.states[new.id] = new
+        self._changed.add(new.id)
         if new.status.is_terminal:
             self.active.pop(new.id, None)
         else:
@@ -148,6 +150,11 @@ class World:
             exiting=self.exiting,
             version=version,
         )
+
+    def take_changed(self) -> set[int]:
+        """Ids of the workloads stored (changed, arrived or ended) since the last call."""
+        changed, self._changed = self._changed, set()
+        return changed
 
     def has_waiting(self) -> bool:
         return bool(self._waiting)

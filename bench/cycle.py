@@ -3,11 +3,13 @@
 Fleet: 1,250 nodes x 8 GPUs in 2 zones x 10 racks; 200 teams in a 3-level
 tree (2 x 9 x 10) with reservations covering 70% of the pool; 20,000 running
 and 5,000 waiting workloads (fractions, whole GPUs, gangs up to 64 pods, some
-with rack topology). The running work is a steady state: every leaf runs about
-the same amount (equal bursting priorities, elastic at priority 50), and the
-waiting work is 10% reserved, the rest elastic at priority 30 or 50, so a
-cycle mostly decides who waits and why, with the odd reserved reclaim. The
-preemption-heavy case is measured on its own (below). Measures:
+with rack topology). Every leaf runs about the same amount (equal bursting
+priorities, elastic at priority 50); the waiting work is 10% reserved, the
+rest elastic at priority 30 or 50. Queued demand counts in the fair shares, so
+teams with waiting work are owed GPUs that others hold: besides deciding who
+waits and why, the cycle reclaims for fair share (about 1,100 preemptions,
+3,800 victim searches). The 1,000-GPU preemption is measured on its own
+(below). Times are the best of three runs (of one for --quick). Measures:
 
 - one full cycle, against a naive baseline that re-scans every workload and
   device for every decision (run on a sample of decisions and extrapolated);
@@ -249,7 +251,9 @@ def main() -> None:
     full = None
     for scale in sizes:
         snap = build(scale)
-        seconds, plan = timed_cycle(snap, repeat=1 if scale == 1.0 else 2)
+        # Best of three: the machines are shared, and a cycle's time is what it
+        # costs when nothing else interferes (the counters show the work).
+        seconds, plan = timed_cycle(snap, repeat=1 if args.quick else 3)
         scaling[str(scale)] = round(seconds, 4)
         full = (snap, seconds, plan)
         print(f"scale {scale}: {len(snap.workloads)} workloads, cycle {seconds:.3f}s")
@@ -259,7 +263,8 @@ def main() -> None:
     naive = naive_decision_s(snap) * waiting
     scan = min(plain_scan(snap) for _ in range(5))
     pre_s, victims, pre_counters = (0.0, 0, {}) if args.quick else preemption_case()
-    burst_s, decided = burst_case(0.1 if args.quick else 1.0)
+    burst_s, decided = min(burst_case(0.1 if args.quick else 1.0)
+                           for _ in range(1 if args.quick else 3))
     result = {
         "workloads": len(snap.workloads),
         "nodes": len(snap.nodes),

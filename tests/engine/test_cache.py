@@ -7,23 +7,16 @@ from hypothesis import HealthCheck, given, settings
 from apportion.engine.cache import CycleCache
 from apportion.engine.snapshot import CycleConfig
 from tests.engine.harness import World
-from tests.engine.test_cycle_properties import worlds
+from tests.engine.test_cycle_properties import same_org, submit_step, worlds
 
 
 def replay(world: World, steps: list[dict], cached: bool) -> list:
     cache = CycleCache()
-    w = World(cache if cached else None)
-    w.pools, w.nodes, w.teams, w.reservations = world.pools, world.nodes, world.teams, dict(
-        world.reservations)
+    w = same_org(world, cache if cached else None)
     from apportion.domain.lifecycle import Status, transition
 
     for step in steps:
-        prio = {"reserved": 100 + 100 * step["priority_shift"],
-                "elastic": 25 * (step["priority_shift"] + 1)}[step["wclass"]]
-        topo = {"level": "rack", "mode": step["topology"]} if step["topology"] else None
-        w.submit(step["name"], step["team"], step["gpus"], pods=step["pods"],
-                 wclass=step["wclass"], priority=prio, topology=topo,
-                 requeue_on_preemption=step["requeue"])
+        submit_step(w, step)
         # A plan that is never applied (a dry run, a stale snapshot) must leave
         # no trace in a kept state.
         w.cycle_fn(w.snapshot(), CycleConfig(cycle_id=999))

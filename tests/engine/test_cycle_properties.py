@@ -60,6 +60,24 @@ def worlds(draw: st.DrawFn) -> tuple[World, list[dict]]:
     return w, steps
 
 
+def submit_step(w: World, step: dict) -> None:
+    """Submit the workload one drawn step describes."""
+    prio = {"reserved": 100 + 100 * step["priority_shift"],
+            "elastic": 25 * (step["priority_shift"] + 1)}[step["wclass"]]
+    topo = {"level": "rack", "mode": step["topology"]} if step["topology"] else None
+    w.submit(step["name"], step["team"], step["gpus"], pods=step["pods"],
+             wclass=step["wclass"], priority=prio, topology=topo,
+             requeue_on_preemption=step["requeue"])
+
+
+def same_org(world: World, cycle_fn: object = None) -> World:
+    """A fresh world with ``world``'s pools, nodes and teams (and ``cycle_fn``)."""
+    w = World(cycle_fn)
+    w.pools, w.nodes, w.teams, w.reservations = world.pools, world.nodes, world.teams, dict(
+        world.reservations)
+    return w
+
+
 def check_invariants(w: World) -> None:
     tree = build_tree(w.teams, w.reservations)
     used: dict[tuple[str, int], int] = defaultdict(int)
@@ -97,14 +115,7 @@ def check_invariants(w: World) -> None:
 def test_invariants_hold_after_every_cycle(case: tuple[World, list[dict]]) -> None:
     w, steps = case
     for step in steps:
-        prio = {"reserved": 100 + 100 * step["priority_shift"],
-                "elastic": 25 * (step["priority_shift"] + 1)}[step["wclass"]]
-        topo = None
-        if step["topology"]:
-            topo = {"level": "rack", "mode": step["topology"]}
-        w.submit(step["name"], step["team"], step["gpus"], pods=step["pods"],
-                 wclass=step["wclass"], priority=prio, topology=topo,
-                 requeue_on_preemption=step["requeue"])
+        submit_step(w, step)
         before = len(w.preemptions)
         w.settle()
         check_invariants(w)

@@ -14,7 +14,7 @@ from apportion.engine.snapshot import CycleConfig, Snapshot
 from apportion.engine.victim_order import VictimIndex
 from apportion.engine.working import WorkingState
 from tests.engine.harness import World
-from tests.engine.test_cycle_properties import worlds
+from tests.engine.test_cycle_properties import same_org, submit_step, worlds
 
 
 def _scope(ix: ScopeIndex) -> tuple[Any, ...]:
@@ -65,16 +65,9 @@ def test_bulk_load_equals_loading_one_by_one(case: tuple[World, list[dict]]) -> 
         checked += 1
         return run_cycle(snapshot, config)
 
-    w = World(cycle)
-    w.pools, w.nodes, w.teams, w.reservations = world.pools, world.nodes, world.teams, dict(
-        world.reservations)
+    w = same_org(world, cycle)
     for step in steps:
-        prio = {"reserved": 100 + 100 * step["priority_shift"],
-                "elastic": 25 * (step["priority_shift"] + 1)}[step["wclass"]]
-        topo = {"level": "rack", "mode": step["topology"]} if step["topology"] else None
-        w.submit(step["name"], step["team"], step["gpus"], pods=step["pods"],
-                 wclass=step["wclass"], priority=prio, topology=topo,
-                 requeue_on_preemption=step["requeue"])
+        submit_step(w, step)
         w.settle()
         w.advance(30)
     assert checked > 0

@@ -70,7 +70,7 @@ class VictimSearch:
         self._lca: dict[str, tuple[str, str]] = {}
         self._reachable: Reach | None = None
         self._verdicts: dict[str, Verdict] = {}  # by c_V; cleared on every change
-        #: Device side of a single-pod search: removals kept off the book (see _search).
+        #: The device side of a search: removals kept off the book (see _search).
         self._probe: FitProbe | None = None
         self._always_passes = for_hold or spec.is_reserved
         #: excess(c_V) when its verdict last came out "not now" (see _block).
@@ -249,8 +249,9 @@ class VictimSearch:
         free = cluster.free_milli(owner_of(self.w), allow_exiting=True)
         self._probe = None
         if not self.for_hold and not cluster.claim_of(owner_of(self.w)):
-            # Fit changes only on the victims' nodes: the probe re-counts just
-            # those, and the book stays untouched until the set is known.
+            # Fit changes only on the victims' devices: the probe counts what
+            # each removal gains, and the book stays untouched until the set
+            # is known.
             self._probe = cluster.probe(self.req, domain=dom)
         chosen, free = self._greedy(dom, free)
         if chosen is None:

@@ -49,7 +49,7 @@ from apportion.engine.fairshare_fill import (
     index_pool,
 )
 from apportion.engine.fairshare_reserved import LeafOrder, OrderKey, TopGrant
-from apportion.engine.fairshare_steps import BucketTotals, grant_buckets
+from apportion.engine.fairshare_steps import BucketGrant, BucketTotals, grant_buckets
 
 __all__ = ["DemandBook", "DemandItem", "Entitlements", "entitlements"]
 
@@ -138,6 +138,23 @@ class Work(NamedTuple):
     pieces: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Burst:
+    """One top-level subtree if step 4 granted all of its bursting demand.
+
+    ``fits``: no cap inside the subtree would be exceeded; ``total``: that
+    demand; ``shares``: every team's entitlement then (Fractions, in index
+    order); ``scale``: the least common denominator of ``shares``; ``whole``:
+    ``shares`` as ints when ``scale`` is 1.
+    """
+
+    fits: bool
+    total: Milli
+    shares: dict[str, Fraction]
+    scale: int
+    whole: dict[str, int]
+
+
 class DemandBook:
     """Demand of one pool, aggregated per (leaf, class, priority), kept between cycles.
 
@@ -156,8 +173,8 @@ class DemandBook:
     """
 
     __slots__ = (
-        "_buckets", "_elastic", "_fractions", "_index", "_items", "_reserved",
-        "_reserved_total", "_sorted", "_step1", "_tops", "_totals",
+        "_buckets", "_bursts", "_elastic", "_fractions", "_index", "_items", "_reserved",
+        "_reserved_total", "_shares", "_sorted", "_step1", "_tops", "_totals", "_whole",
     )
 
     def __init__(
@@ -180,6 +197,11 @@ class DemandBook:
         self._step1: dict[str, TopGrant] = {}  # top-level team -> its step 1 (a cache)
         self._totals = BucketTotals(self._index)  # steps 1-2 per top-level team (a cache)
         self._tops: set[str] = set()  # top-level teams whose part in _totals is current
+        # Step 4 per top-level team when nothing binds (see _Burst), kept with
+        # _totals; the shares of all of them together, in index order.
+        self._bursts: dict[str, _Burst] = {}
+        self._shares: dict[str, Fraction] = dict.fromkeys(self._index.teams, _ZERO)
+        self._whole: dict[str, int] = dict.fromkeys(self._index.teams, 0)
         self._items = 0
         self._add_all(demand)
 
@@ -296,18 +318,100 @@ class DemandBook:
             )
             fresh: Demand = {p: dict(level) for p, level in done.demand.items()}
             return dict(done.granted), fresh, Work(done.fills, done.visits, done.pieces)
+        work = self._refresh_tops(capacity)
+        return (*self._totals.copy(), work)
+
+    def _refresh_tops(self, capacity: int) -> Work:
+        """Redo steps 1-2 (and the all-granted step 4) of the top-level
+        subtrees whose demand changed; only when all buckets fit the pool."""
+        index = self._index
         work = Work(0, 0, 0)
         for top in index.children[ROOT]:
             if top not in self._tops:
+                sub = index.subtrees[top]
                 part = grant_buckets(
-                    index.subtrees[top], capacity, self._reserved_total, self._elastic[top],
+                    sub, capacity, self._reserved_total, self._elastic[top],
                     self._pieces_of, self._step1,
                 )
                 self._totals.put(top, part)
+                burst = self._bursts[top] = self._burst(sub, top, part)
+                self._shares.update(burst.shares)
+                self._whole.update(burst.whole)  # read only when every scale is 1
                 self._tops.add(top)
                 work = Work(work.fills + part.fills, work.visits + part.visits,
                             work.pieces + part.pieces)
-        return (*self._totals.copy(), work)
+        return work
+
+    def _burst(self, sub: PoolIndex, top: str, part: BucketGrant) -> _Burst:
+        """Step 4 inside ``top``'s subtree as if the surplus had room for all."""
+        below: dict[str, Milli] = {}
+        path = sub.path
+        for wanted in part.demand.values():
+            for leaf, milli in wanted.items():
+                if milli > 0:
+                    for slug in path[leaf][:-1]:  # not ROOT: the pool is checked by the caller
+                        below[slug] = below.get(slug, 0) + milli
+        caps, granted = sub.cap, part.granted
+        fits = True
+        for slug, milli in below.items():
+            cap = caps[slug]
+            if cap is not None and cap - granted[slug] < milli:
+                fits = False
+                break
+        memo = self._fractions
+        if len(memo) > _MEMO_LIMIT:
+            memo.clear()
+        shares: dict[str, Fraction] = {}
+        whole: dict[str, int] = {}
+        scale = 1
+        for slug in sub.teams:
+            value = granted[slug] + below.get(slug, 0)
+            if isinstance(value, int):
+                shares[slug] = memo[value]
+                whole[slug] = value
+            else:
+                shares[slug] = value
+                whole[slug] = value.numerator
+                scale = lcm(scale, value.denominator)
+        return _Burst(fits, below.get(top, 0), shares, scale, whole)
+
+    def _all_granted(self, capacity: int, work: Work) -> Entitlements | None:
+        """The entitlements when step 4 can grant all bursting demand (no cap,
+        the pool's included, could bind), from the parts kept per top-level
+        team (current: see :meth:`_refresh_tops`); None when it cannot."""
+        root = self._totals.granted[ROOT]
+        total: Milli = 0
+        scale = 1
+        for burst in self._bursts.values():
+            if not burst.fits:
+                return None
+            total += burst.total
+            scale = lcm(scale, burst.scale)
+        if capacity - root < total:
+            return None
+        index = self._index
+        shares = self._shares
+        if scale == 1:
+            scaled = dict(self._whole)
+        else:
+            scaled = {t: v.numerator * (scale // v.denominator) for t, v in shares.items()}
+        counters = {
+            "items": self._items,
+            "levels": len(self._totals.demand),
+            "teams": len(index.teams),
+            "teams_visited": work.visits + len(index.teams),
+            "reserved_pieces": work.pieces,
+            "fills": work.fills,
+        }
+        return Entitlements(
+            pool=index.pool,
+            capacity=capacity,
+            by_team=MappingProxyType(dict(shares)),
+            surplus=Fraction(max(0, capacity - root)),
+            counters=MappingProxyType(counters),
+            scale=scale,
+            scaled=MappingProxyType(scaled),
+        )
 
     def _fractions_of(
         self, granted: Mapping[str, Milli]
@@ -322,11 +426,16 @@ class DemandBook:
             memo.clear()
         out = {t: memo[v] if isinstance(v, int) else v for t, v in granted.items()}
         del out[ROOT]
-        scale = lcm(*{v.denominator for v in out.values()})
-        if scale == 1:
-            scaled = {t: v.numerator for t, v in out.items()}
+        parts = [v for t, v in granted.items() if type(v) is not int and t != ROOT]
+        scale = lcm(*{v.denominator for v in parts}) if parts else 1
+        if scale == 1:  # all whole (a Fraction may be, after sums)
+            scaled = {t: v if type(v) is int else v.numerator for t, v in granted.items()}
         else:
-            scaled = {t: v.numerator * (scale // v.denominator) for t, v in out.items()}
+            scaled = {
+                t: v * scale if type(v) is int else v.numerator * (scale // v.denominator)
+                for t, v in granted.items()
+            }
+        del scaled[ROOT]
         return out, scale, scaled
 
     def entitlements(self, capacity: int) -> Entitlements:
@@ -334,7 +443,14 @@ class DemandBook:
         if capacity < 0:
             raise ValidationError("capacity", f"must be >= 0, got {capacity}")
         index = self._index
+        before = Work(0, 0, 0)
+        if self._buckets <= capacity:
+            before = self._refresh_tops(capacity)
+            done = self._all_granted(capacity, before)
+            if done is not None:
+                return done
         granted, demand, work = self._steps_1_2(capacity)
+        work = Work(*(a + b for a, b in zip(before, work, strict=True)))
         grants = Grants(index, capacity, granted)
         levels = sorted(demand, reverse=True)
         surplus = max(0, capacity - grants.granted[ROOT])

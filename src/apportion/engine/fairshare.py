@@ -140,15 +140,13 @@ class Work(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class _Burst:
-    """One top-level subtree if step 4 granted all of its bursting demand.
+    """Step 4 inside one top-level subtree, if the pool had room for it.
 
-    ``fits``: no cap inside the subtree would be exceeded; ``total``: that
-    demand; ``shares``: every team's entitlement then (Fractions, in index
-    order); ``scale``: the least common denominator of ``shares``; ``whole``:
-    ``shares`` as ints when ``scale`` is 1.
+    ``total``: what the subtree takes in step 4; ``shares``: every team's
+    entitlement then (Fractions, in index order); ``scale``: the least common
+    denominator of ``shares``; ``whole``: ``shares`` as ints when ``scale`` is 1.
     """
 
-    fits: bool
     total: Milli
     shares: dict[str, Fraction]
     scale: int
@@ -343,7 +341,12 @@ class DemandBook:
         return work
 
     def _burst(self, sub: PoolIndex, top: str, part: BucketGrant) -> _Burst:
-        """Step 4 inside ``top``'s subtree as if the surplus had room for all."""
+        """Step 4 inside ``top``'s subtree as if the pool had room for it all.
+
+        When no cap inside has room for less than its subtree's bursting
+        demand, everything is granted (one pass); else the subtree's own
+        level-by-level water-filling runs with the pool unbounded.
+        """
         below: dict[str, Milli] = {}
         path = sub.path
         for wanted in part.demand.values():
@@ -358,6 +361,18 @@ class DemandBook:
             if cap is not None and cap - granted[slug] < milli:
                 fits = False
                 break
+        if fits:
+            total = below.get(top, 0)
+            final: Mapping[str, Milli] = granted
+        else:
+            grants = Grants(sub, 0, dict(granted))
+            grants.caps[ROOT] = None  # the pool is checked by the caller
+            demand = {p: dict(wanted) for p, wanted in part.demand.items()}
+            for p in sorted(demand, reverse=True):
+                kids = active_children(sub, demand[p])
+                fill_level(grants, LevelFill(ROOT, demand[p], kids, stop_when_full=True), None)
+            total = grants.granted[ROOT] - granted[ROOT]
+            final, below = grants.granted, {}
         memo = self._fractions
         if len(memo) > _MEMO_LIMIT:
             memo.clear()
@@ -365,7 +380,7 @@ class DemandBook:
         whole: dict[str, int] = {}
         scale = 1
         for slug in sub.teams:
-            value = granted[slug] + below.get(slug, 0)
+            value = final[slug] + below.get(slug, 0)
             if isinstance(value, int):
                 shares[slug] = memo[value]
                 whole[slug] = value
@@ -373,18 +388,19 @@ class DemandBook:
                 shares[slug] = value
                 whole[slug] = value.numerator
                 scale = lcm(scale, value.denominator)
-        return _Burst(fits, below.get(top, 0), shares, scale, whole)
+        return _Burst(total, shares, scale, whole)
 
     def _all_granted(self, capacity: int, work: Work) -> Entitlements | None:
-        """The entitlements when step 4 can grant all bursting demand (no cap,
-        the pool's included, could bind), from the parts kept per top-level
-        team (current: see :meth:`_refresh_tops`); None when it cannot."""
+        """The entitlements when the pool has room for what every top-level
+        subtree takes in step 4 on its own, from the parts kept per top-level
+        team (current: see :meth:`_refresh_tops`); None when it has not.
+
+        At each level the pool then gives every top-level team all it wants,
+        and within the subtree the water-filling is the subtree's own."""
         root = self._totals.granted[ROOT]
         total: Milli = 0
         scale = 1
         for burst in self._bursts.values():
-            if not burst.fits:
-                return None
             total += burst.total
             scale = lcm(scale, burst.scale)
         if capacity - root < total:

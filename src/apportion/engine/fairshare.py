@@ -21,8 +21,10 @@ the reserved workloads of the leaves in subtrees where a bucket is short.
 :class:`DemandBook` keeps the aggregates between cycles so that one workload's
 change costs O(1), and keeps steps 1-2 per top-level team (when all buckets
 fit in the pool) so that only the changed top-level subtrees and step 4 run
-again. Step 4 grants all bursting demand at once when the surplus and every
-cap have room for it (then no level's water-filling could cut anything).
+again. When the pool has room for what each top-level subtree takes in step 4
+on its own, step 4 is kept per subtree as well, and a subtree where no bucket
+overflows and no cap binds is done from its totals alone (every team gets its
+whole demand); the pool then only adds up and merges the kept parts.
 """
 
 from __future__ import annotations
@@ -171,8 +173,9 @@ class DemandBook:
     """
 
     __slots__ = (
-        "_buckets", "_bursts", "_elastic", "_fractions", "_index", "_items", "_reserved",
-        "_reserved_total", "_shares", "_sorted", "_step1", "_tops", "_totals", "_whole",
+        "_buckets", "_bursts", "_elastic", "_fractions", "_granted12", "_index", "_items",
+        "_lean", "_reserved", "_reserved_total", "_shares", "_sorted", "_step1", "_tops",
+        "_totals", "_whole",
     )
 
     def __init__(
@@ -198,6 +201,8 @@ class DemandBook:
         # Step 4 per top-level team when nothing binds (see _Burst), kept with
         # _totals; the shares of all of them together, in index order.
         self._bursts: dict[str, _Burst] = {}
+        self._granted12: dict[str, Milli] = {}  # top -> granted in its subtree by steps 1-2
+        self._lean: set[str] = set()  # top-level teams whose _bursts entry is current
         self._shares: dict[str, Fraction] = dict.fromkeys(self._index.teams, _ZERO)
         self._whole: dict[str, int] = dict.fromkeys(self._index.teams, 0)
         self._items = 0
@@ -233,6 +238,7 @@ class DemandBook:
         self._sorted.clear()
         self._step1.clear()
         self._tops.clear()
+        self._lean.clear()
 
     def add(self, item: DemandItem) -> None:
         """Count ``item``'s demand. O(1) (a reserved item also drops its leaf's cached order)."""
@@ -279,7 +285,9 @@ class DemandBook:
 
     def _bump(self, item: DemandItem, delta: int) -> None:
         """Change the totals of ``item``'s (leaf, class, priority) by ``delta``."""
-        self._tops.discard(self._index.top_of(item.team))
+        top = self._index.top_of(item.team)
+        self._tops.discard(top)
+        self._lean.discard(top)
         if item.is_reserved:
             _bump(self._reserved_total, item.team, delta)
             return
@@ -316,29 +324,98 @@ class DemandBook:
             )
             fresh: Demand = {p: dict(level) for p, level in done.demand.items()}
             return dict(done.granted), fresh, Work(done.fills, done.visits, done.pieces)
-        work = self._refresh_tops(capacity)
-        return (*self._totals.copy(), work)
-
-    def _refresh_tops(self, capacity: int) -> Work:
-        """Redo steps 1-2 (and the all-granted step 4) of the top-level
-        subtrees whose demand changed; only when all buckets fit the pool."""
-        index = self._index
         work = Work(0, 0, 0)
         for top in index.children[ROOT]:
             if top not in self._tops:
-                sub = index.subtrees[top]
-                part = grant_buckets(
-                    sub, capacity, self._reserved_total, self._elastic[top],
-                    self._pieces_of, self._step1,
-                )
-                self._totals.put(top, part)
-                burst = self._bursts[top] = self._burst(sub, top, part)
-                self._shares.update(burst.shares)
-                self._whole.update(burst.whole)  # read only when every scale is 1
-                self._tops.add(top)
-                work = Work(work.fills + part.fills, work.visits + part.visits,
-                            work.pieces + part.pieces)
+                work = _plus(work, self._refresh_part(top, capacity))
+        return (*self._totals.copy(), work)
+
+    def _refresh_part(self, top: str, capacity: int) -> Work:
+        """Redo steps 1-2 of ``top``'s subtree (only when all buckets fit the pool)."""
+        part = grant_buckets(
+            self._index.subtrees[top], capacity, self._reserved_total, self._elastic[top],
+            self._pieces_of, self._step1,
+        )
+        self._totals.put(top, part)
+        self._tops.add(top)
+        return Work(part.fills, part.visits, part.pieces)
+
+    def _refresh_tops(self, capacity: int) -> Work:
+        """Redo steps 1-2 and the subtree's own step 4 (:class:`_Burst`) of the
+        top-level subtrees whose demand changed; only when all buckets fit the pool.
+
+        A subtree where no bucket overflows and no cap can bind gets everything
+        it asks for: that is found from its totals (:meth:`_lean_burst`).
+        """
+        index = self._index
+        work = Work(0, 0, 0)
+        for top in index.children[ROOT]:
+            if top in self._lean:
+                continue
+            lean = self._lean_burst(top)
+            if lean is None:
+                if top not in self._tops:
+                    work = _plus(work, self._refresh_part(top, capacity))
+                part = self._totals.parts[top]
+                granted12, burst = part.granted[ROOT], self._burst(index.subtrees[top], top, part)
+            else:
+                granted12, burst = lean
+            self._granted12[top] = granted12
+            self._bursts[top] = burst
+            self._shares.update(burst.shares)
+            self._whole.update(burst.whole)  # read only when every scale is 1
+            self._lean.add(top)
         return work
+
+    def _lean_burst(self, top: str) -> tuple[int, _Burst] | None:
+        """``top``'s subtree when every leaf's reserved demand fits its own
+        bucket and no team's demand exceeds its cap: (what steps 1-2 grant,
+        the subtree's step 4); None otherwise.
+
+        Then no bucket serves another team's reserved work and no cap ever
+        binds, so step 1 grants each leaf its reserved demand, step 2a its
+        own bucket's rest up to its elastic demand, step 2b each ancestor's
+        bucket up to what is still wanted below it (deepest first), and
+        step 4 (with room in the pool) the rest: every team is granted its
+        subtree's whole demand. The general passes give exactly that.
+        """
+        sub = self._index.subtrees[top]
+        bucket, cap, path = sub.bucket, sub.cap, sub.path
+        reserved = self._reserved_total
+        elastic: dict[str, int] = {}
+        for level in self._elastic[top].values():
+            for leaf, milli in level.items():
+                elastic[leaf] = elastic.get(leaf, 0) + milli
+        below = dict.fromkeys(sub.teams, 0)  # the subtree's demand, both classes
+        left: dict[str, int] = {}  # elastic demand not served by buckets yet
+        granted = 0
+        for leaf in sub.leaves:
+            mine, wants, room = reserved.get(leaf, 0), elastic.get(leaf, 0), bucket[leaf]
+            if mine > room:
+                return None
+            take = min(room - mine, wants)
+            granted += mine + take
+            left[leaf] = wants - take
+            if mine or wants:
+                for slug in path[leaf][:-1]:
+                    below[slug] += mine + wants
+        for slug, milli in below.items():
+            most = cap[slug]
+            if most is not None and milli > most:
+                return None
+        children = sub.children
+        for team in sub.bottom_up:
+            kids = children[team]
+            if kids:
+                wanted = sum(left[c] for c in kids)
+                take = min(bucket[team], wanted)
+                left[team] = wanted - take
+                granted += take
+        memo = self._fractions
+        if len(memo) > _MEMO_LIMIT:
+            memo.clear()
+        shares = {slug: memo[milli] for slug, milli in below.items()}
+        return granted, _Burst(below[top] - granted, shares, 1, below)
 
     def _burst(self, sub: PoolIndex, top: str, part: BucketGrant) -> _Burst:
         """Step 4 inside ``top``'s subtree as if the pool had room for it all.
@@ -397,7 +474,7 @@ class DemandBook:
 
         At each level the pool then gives every top-level team all it wants,
         and within the subtree the water-filling is the subtree's own."""
-        root = self._totals.granted[ROOT]
+        root = sum(self._granted12.values())
         total: Milli = 0
         scale = 1
         for burst in self._bursts.values():
@@ -413,7 +490,7 @@ class DemandBook:
             scaled = {t: v.numerator * (scale // v.denominator) for t, v in shares.items()}
         counters = {
             "items": self._items,
-            "levels": len(self._totals.demand),
+            "levels": len({p for levels in self._elastic.values() for p in levels}),
             "teams": len(index.teams),
             "teams_visited": work.visits + len(index.teams),
             "reserved_pieces": work.pieces,
@@ -499,6 +576,10 @@ class DemandBook:
             scale=scale,
             scaled=MappingProxyType(scaled),
         )
+
+
+def _plus(a: Work, b: Work) -> Work:
+    return Work(a.fills + b.fills, a.visits + b.visits, a.pieces + b.pieces)
 
 
 def _bump(counts: dict[K, int], key: K, delta: int) -> None:

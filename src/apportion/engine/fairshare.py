@@ -368,54 +368,70 @@ class DemandBook:
         return work
 
     def _lean_burst(self, top: str) -> tuple[int, _Burst] | None:
-        """``top``'s subtree when every leaf's reserved demand fits its own
-        bucket and no team's demand exceeds its cap: (what steps 1-2 grant,
-        the subtree's step 4); None otherwise.
+        """``top``'s subtree from its leaves' totals when no bucket above a leaf
+        serves reserved work in part and no cap above a leaf binds: (what
+        steps 1-2 grant, the subtree's step 4); None otherwise.
 
-        Then no bucket serves another team's reserved work and no cap ever
-        binds, so step 1 grants each leaf its reserved demand, step 2a its
-        own bucket's rest up to its elastic demand, step 2b each ancestor's
-        bucket up to what is still wanted below it (deepest first), and
-        step 4 (with room in the pool) the rest: every team is granted its
-        subtree's whole demand. The general passes give exactly that.
+        Then each leaf's own bucket takes its reserved work up to the bucket
+        (an ancestor's bucket that is reached by reserved work is empty, else
+        it would have to pick workloads in order: None), and nothing decides
+        between leaves: with room in the pool, step 4 tops every leaf up to
+        min(its cap, its granted reserved + elastic demand), and a team above
+        gets what its children get. What steps 1-2 grant: the reserved part,
+        each own bucket's rest up to the leaf's elastic demand (step 2a), and
+        each ancestor's bucket up to what is still wanted below it within the
+        caps (step 2b, deepest first). The general passes give exactly that.
         """
         sub = self._index.subtrees[top]
-        bucket, cap, path = sub.bucket, sub.cap, sub.path
+        bucket, cap = sub.bucket, sub.cap
         reserved = self._reserved_total
         elastic: dict[str, int] = {}
         for level in self._elastic[top].values():
             for leaf, milli in level.items():
                 elastic[leaf] = elastic.get(leaf, 0) + milli
-        below = dict.fromkeys(sub.teams, 0)  # the subtree's demand, both classes
-        left: dict[str, int] = {}  # elastic demand not served by buckets yet
-        granted = 0
+        shares = dict.fromkeys(sub.teams, 0)  # what each team ends up with
+        over: dict[str, int] = {}  # reserved demand leaving a team upward
+        wants: dict[str, int] = {}  # elastic still wanted (within caps) after own buckets
+        granted = 0  # by steps 1-2
         for leaf in sub.leaves:
-            mine, wants, room = reserved.get(leaf, 0), elastic.get(leaf, 0), bucket[leaf]
-            if mine > room:
+            mine, more, room = reserved.get(leaf, 0), elastic.get(leaf, 0), bucket[leaf]
+            used = min(mine, room)
+            take = min(room - used, more)
+            most = cap[leaf]
+            if most is None:
+                shares[leaf] = used + more
+                wants[leaf] = more - take
+            elif most < room:  # pragma: no cover - a cap is never below the reservation
                 return None
-            take = min(room - mine, wants)
-            granted += mine + take
-            left[leaf] = wants - take
-            if mine or wants:
-                for slug in path[leaf][:-1]:
-                    below[slug] += mine + wants
-        for slug, milli in below.items():
-            most = cap[slug]
-            if most is not None and milli > most:
-                return None
+            else:
+                shares[leaf] = min(most, used + more)
+                wants[leaf] = min(most - used - take, more - take)
+            over[leaf] = mine - used
+            granted += used + take
         children = sub.children
         for team in sub.bottom_up:
             kids = children[team]
-            if kids:
-                wanted = sum(left[c] for c in kids)
-                take = min(bucket[team], wanted)
-                left[team] = wanted - take
-                granted += take
+            if not kids:
+                continue
+            arriving = sum(over[c] for c in kids)
+            room = bucket[team]
+            if arriving and room:
+                return None
+            over[team] = arriving
+            wanted = sum(wants[c] for c in kids)
+            take = min(room, wanted)
+            wants[team] = wanted - take
+            granted += take
+            total = sum(shares[c] for c in kids)
+            most = cap[team]
+            if most is not None and total > most:
+                return None
+            shares[team] = total
         memo = self._fractions
         if len(memo) > _MEMO_LIMIT:
             memo.clear()
-        shares = {slug: memo[milli] for slug, milli in below.items()}
-        return granted, _Burst(below[top] - granted, shares, 1, below)
+        fractions = {slug: memo[milli] for slug, milli in shares.items()}
+        return granted, _Burst(shares[top] - granted, fractions, 1, shares)
 
     def _burst(self, sub: PoolIndex, top: str, part: BucketGrant) -> _Burst:
         """Step 4 inside ``top``'s subtree as if the pool had room for it all.

@@ -175,6 +175,14 @@ CASES = [
         id="cap-blocks-reserved-from-ancestor-bucket-sibling-is-served",
     ),
     pytest.param(
+        Case(org(team("t", res="20"), team("a", "t", pct=50, res="4"), team("b", "t", res="4")),
+             "40", [ela("a", "10"), ela("b", "1")],
+             {"a": "6", "b": "1", "t": "7"}, "33"),
+        # a's own bucket gives 4, b's 1; t's bucket (12) only 2 more to a (its
+        # cap 6): steps 1-2 grant 7, so the surplus is 33, and step 4 adds nothing
+        id="ancestor-bucket-stops-at-a-leaf-cap",
+    ),
+    pytest.param(
         Case(seed_org("0", "0", "0", "0"), "40",
              [ela("production", BIG), ela("nlp", BIG)],
              {"production": "16", "research": "24"}),

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from apportion.domain.org import OrgTree, Team, build_tree
 from apportion.engine.fairshare import DemandBook, DemandItem, Entitlements, entitlements
+from apportion.engine.fairshare_fill import ROOT
 
 POOL = "p"
 SETTINGS = settings(max_examples=75, deadline=None)
@@ -111,6 +112,16 @@ def test_within_capacity_demand_and_caps(world: World) -> None:
 @given(worlds(valid=False))
 def test_within_capacity_even_when_reservations_exceed_it(world: World) -> None:
     assert_invariants(world, compute(world))
+
+
+@SETTINGS
+@given(worlds(valid=False) | worlds())
+def test_surplus_is_what_the_bucket_steps_leave(world: World) -> None:
+    """Step 3, whichever way step 4 was found (the per-subtree shortcuts too),
+    against the general bucket passes of steps 1-2."""
+    result = compute(world)
+    granted, _left, _work = DemandBook(world.tree, POOL, world.demand)._steps_1_2(world.capacity)
+    assert result.surplus == max(0, world.capacity - granted[ROOT])
 
 
 @SETTINGS

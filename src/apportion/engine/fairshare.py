@@ -21,8 +21,10 @@ the reserved workloads of the leaves in subtrees where a bucket is short.
 :class:`DemandBook` keeps the aggregates between cycles so that one workload's
 change costs O(1), and keeps steps 1-2 per top-level team (when all buckets
 fit in the pool) so that only the changed top-level subtrees and step 4 run
-again. Step 4 grants all bursting demand at once when the surplus and every
-cap have room for it (then no level's water-filling could cut anything).
+again. When the pool has room for what each top-level subtree takes in step 4
+on its own, step 4 is kept per subtree as well, and a subtree where no bucket
+overflows and no cap binds is done from its totals alone (every team gets its
+whole demand); the pool then only adds up and merges the kept parts.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from apportion.engine.fairshare_fill import (
     index_pool,
 )
 from apportion.engine.fairshare_reserved import LeafOrder, OrderKey, TopGrant
-from apportion.engine.fairshare_steps import BucketTotals, grant_buckets
+from apportion.engine.fairshare_steps import BucketGrant, BucketTotals, grant_buckets
 
 __all__ = ["DemandBook", "DemandItem", "Entitlements", "entitlements"]
 
@@ -138,6 +140,21 @@ class Work(NamedTuple):
     pieces: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Burst:
+    """Step 4 inside one top-level subtree, if the pool had room for it.
+
+    ``total``: what the subtree takes in step 4; ``shares``: every team's
+    entitlement then (Fractions, in index order); ``scale``: the least common
+    denominator of ``shares``; ``whole``: ``shares`` as ints when ``scale`` is 1.
+    """
+
+    total: Milli
+    shares: dict[str, Fraction]
+    scale: int
+    whole: dict[str, int]
+
+
 class DemandBook:
     """Demand of one pool, aggregated per (leaf, class, priority), kept between cycles.
 
@@ -156,8 +173,9 @@ class DemandBook:
     """
 
     __slots__ = (
-        "_buckets", "_elastic", "_fractions", "_index", "_items", "_reserved",
-        "_reserved_total", "_sorted", "_step1", "_tops", "_totals",
+        "_buckets", "_bursts", "_elastic", "_fractions", "_granted12", "_index", "_items",
+        "_lean", "_reserved", "_reserved_total", "_shares", "_sorted", "_step1", "_tops",
+        "_totals", "_whole",
     )
 
     def __init__(
@@ -180,6 +198,13 @@ class DemandBook:
         self._step1: dict[str, TopGrant] = {}  # top-level team -> its step 1 (a cache)
         self._totals = BucketTotals(self._index)  # steps 1-2 per top-level team (a cache)
         self._tops: set[str] = set()  # top-level teams whose part in _totals is current
+        # Step 4 per top-level team when nothing binds (see _Burst), kept with
+        # _totals; the shares of all of them together, in index order.
+        self._bursts: dict[str, _Burst] = {}
+        self._granted12: dict[str, Milli] = {}  # top -> granted in its subtree by steps 1-2
+        self._lean: set[str] = set()  # top-level teams whose _bursts entry is current
+        self._shares: dict[str, Fraction] = dict.fromkeys(self._index.teams, _ZERO)
+        self._whole: dict[str, int] = dict.fromkeys(self._index.teams, 0)
         self._items = 0
         self._add_all(demand)
 
@@ -213,6 +238,7 @@ class DemandBook:
         self._sorted.clear()
         self._step1.clear()
         self._tops.clear()
+        self._lean.clear()
 
     def add(self, item: DemandItem) -> None:
         """Count ``item``'s demand. O(1) (a reserved item also drops its leaf's cached order)."""
@@ -259,7 +285,9 @@ class DemandBook:
 
     def _bump(self, item: DemandItem, delta: int) -> None:
         """Change the totals of ``item``'s (leaf, class, priority) by ``delta``."""
-        self._tops.discard(self._index.top_of(item.team))
+        top = self._index.top_of(item.team)
+        self._tops.discard(top)
+        self._lean.discard(top)
         if item.is_reserved:
             _bump(self._reserved_total, item.team, delta)
             return
@@ -299,15 +327,200 @@ class DemandBook:
         work = Work(0, 0, 0)
         for top in index.children[ROOT]:
             if top not in self._tops:
-                part = grant_buckets(
-                    index.subtrees[top], capacity, self._reserved_total, self._elastic[top],
-                    self._pieces_of, self._step1,
-                )
-                self._totals.put(top, part)
-                self._tops.add(top)
-                work = Work(work.fills + part.fills, work.visits + part.visits,
-                            work.pieces + part.pieces)
+                work = _plus(work, self._refresh_part(top, capacity))
         return (*self._totals.copy(), work)
+
+    def _refresh_part(self, top: str, capacity: int) -> Work:
+        """Redo steps 1-2 of ``top``'s subtree (only when all buckets fit the pool)."""
+        part = grant_buckets(
+            self._index.subtrees[top], capacity, self._reserved_total, self._elastic[top],
+            self._pieces_of, self._step1,
+        )
+        self._totals.put(top, part)
+        self._tops.add(top)
+        return Work(part.fills, part.visits, part.pieces)
+
+    def _refresh_tops(self, capacity: int) -> Work:
+        """Redo steps 1-2 and the subtree's own step 4 (:class:`_Burst`) of the
+        top-level subtrees whose demand changed; only when all buckets fit the pool.
+
+        A subtree where no bucket overflows and no cap can bind gets everything
+        it asks for: that is found from its totals (:meth:`_lean_burst`).
+        """
+        index = self._index
+        work = Work(0, 0, 0)
+        for top in index.children[ROOT]:
+            if top in self._lean:
+                continue
+            lean = self._lean_burst(top)
+            if lean is None:
+                if top not in self._tops:
+                    work = _plus(work, self._refresh_part(top, capacity))
+                part = self._totals.parts[top]
+                granted12, burst = part.granted[ROOT], self._burst(index.subtrees[top], top, part)
+            else:
+                granted12, burst = lean
+            self._granted12[top] = granted12
+            self._bursts[top] = burst
+            self._shares.update(burst.shares)
+            self._whole.update(burst.whole)  # read only when every scale is 1
+            self._lean.add(top)
+        return work
+
+    def _lean_burst(self, top: str) -> tuple[int, _Burst] | None:
+        """``top``'s subtree from its leaves' totals when no bucket above a leaf
+        serves reserved work in part and no cap above a leaf binds: (what
+        steps 1-2 grant, the subtree's step 4); None otherwise.
+
+        Then each leaf's own bucket takes its reserved work up to the bucket
+        (an ancestor's bucket that is reached by reserved work is empty, else
+        it would have to pick workloads in order: None), and nothing decides
+        between leaves: with room in the pool, step 4 tops every leaf up to
+        min(its cap, its granted reserved + elastic demand), and a team above
+        gets what its children get. What steps 1-2 grant: the reserved part,
+        each own bucket's rest up to the leaf's elastic demand (step 2a), and
+        each ancestor's bucket up to what is still wanted below it within the
+        caps (step 2b, deepest first). The general passes give exactly that.
+        """
+        sub = self._index.subtrees[top]
+        bucket, cap = sub.bucket, sub.cap
+        reserved = self._reserved_total
+        elastic: dict[str, int] = {}
+        for level in self._elastic[top].values():
+            for leaf, milli in level.items():
+                elastic[leaf] = elastic.get(leaf, 0) + milli
+        shares = dict.fromkeys(sub.teams, 0)  # what each team ends up with
+        over: dict[str, int] = {}  # reserved demand leaving a team upward
+        wants: dict[str, int] = {}  # elastic still wanted (within caps) after own buckets
+        granted = 0  # by steps 1-2
+        for leaf in sub.leaves:
+            mine, more, room = reserved.get(leaf, 0), elastic.get(leaf, 0), bucket[leaf]
+            used = min(mine, room)
+            take = min(room - used, more)
+            most = cap[leaf]
+            if most is None:
+                shares[leaf] = used + more
+                wants[leaf] = more - take
+            elif most < room:  # pragma: no cover - a cap is never below the reservation
+                return None
+            else:
+                shares[leaf] = min(most, used + more)
+                wants[leaf] = min(most - used - take, more - take)
+            over[leaf] = mine - used
+            granted += used + take
+        children = sub.children
+        for team in sub.bottom_up:
+            kids = children[team]
+            if not kids:
+                continue
+            arriving = sum(over[c] for c in kids)
+            room = bucket[team]
+            if arriving and room:
+                return None
+            over[team] = arriving
+            wanted = sum(wants[c] for c in kids)
+            take = min(room, wanted)
+            wants[team] = wanted - take
+            granted += take
+            total = sum(shares[c] for c in kids)
+            most = cap[team]
+            if most is not None and total > most:
+                return None
+            shares[team] = total
+        memo = self._fractions
+        if len(memo) > _MEMO_LIMIT:
+            memo.clear()
+        fractions = {slug: memo[milli] for slug, milli in shares.items()}
+        return granted, _Burst(shares[top] - granted, fractions, 1, shares)
+
+    def _burst(self, sub: PoolIndex, top: str, part: BucketGrant) -> _Burst:
+        """Step 4 inside ``top``'s subtree as if the pool had room for it all.
+
+        When no cap inside has room for less than its subtree's bursting
+        demand, everything is granted (one pass); else the subtree's own
+        level-by-level water-filling runs with the pool unbounded.
+        """
+        below: dict[str, Milli] = {}
+        path = sub.path
+        for wanted in part.demand.values():
+            for leaf, milli in wanted.items():
+                if milli > 0:
+                    for slug in path[leaf][:-1]:  # not ROOT: the pool is checked by the caller
+                        below[slug] = below.get(slug, 0) + milli
+        caps, granted = sub.cap, part.granted
+        fits = True
+        for slug, milli in below.items():
+            cap = caps[slug]
+            if cap is not None and cap - granted[slug] < milli:
+                fits = False
+                break
+        if fits:
+            total = below.get(top, 0)
+            final: Mapping[str, Milli] = granted
+        else:
+            grants = Grants(sub, 0, dict(granted))
+            grants.caps[ROOT] = None  # the pool is checked by the caller
+            demand = {p: dict(wanted) for p, wanted in part.demand.items()}
+            for p in sorted(demand, reverse=True):
+                kids = active_children(sub, demand[p])
+                fill_level(grants, LevelFill(ROOT, demand[p], kids, stop_when_full=True), None)
+            total = grants.granted[ROOT] - granted[ROOT]
+            final, below = grants.granted, {}
+        memo = self._fractions
+        if len(memo) > _MEMO_LIMIT:
+            memo.clear()
+        shares: dict[str, Fraction] = {}
+        whole: dict[str, int] = {}
+        scale = 1
+        for slug in sub.teams:
+            value = final[slug] + below.get(slug, 0)
+            if isinstance(value, int):
+                shares[slug] = memo[value]
+                whole[slug] = value
+            else:
+                shares[slug] = value
+                whole[slug] = value.numerator
+                scale = lcm(scale, value.denominator)
+        return _Burst(total, shares, scale, whole)
+
+    def _all_granted(self, capacity: int, work: Work) -> Entitlements | None:
+        """The entitlements when the pool has room for what every top-level
+        subtree takes in step 4 on its own, from the parts kept per top-level
+        team (current: see :meth:`_refresh_tops`); None when it has not.
+
+        At each level the pool then gives every top-level team all it wants,
+        and within the subtree the water-filling is the subtree's own."""
+        root = sum(self._granted12.values())
+        total: Milli = 0
+        scale = 1
+        for burst in self._bursts.values():
+            total += burst.total
+            scale = lcm(scale, burst.scale)
+        if capacity - root < total:
+            return None
+        index = self._index
+        shares = self._shares
+        if scale == 1:
+            scaled = dict(self._whole)
+        else:
+            scaled = {t: v.numerator * (scale // v.denominator) for t, v in shares.items()}
+        counters = {
+            "items": self._items,
+            "levels": len({p for levels in self._elastic.values() for p in levels}),
+            "teams": len(index.teams),
+            "teams_visited": work.visits + len(index.teams),
+            "reserved_pieces": work.pieces,
+            "fills": work.fills,
+        }
+        return Entitlements(
+            pool=index.pool,
+            capacity=capacity,
+            by_team=MappingProxyType(dict(shares)),
+            surplus=Fraction(max(0, capacity - root)),
+            counters=MappingProxyType(counters),
+            scale=scale,
+            scaled=MappingProxyType(scaled),
+        )
 
     def _fractions_of(
         self, granted: Mapping[str, Milli]
@@ -322,11 +535,16 @@ class DemandBook:
             memo.clear()
         out = {t: memo[v] if isinstance(v, int) else v for t, v in granted.items()}
         del out[ROOT]
-        scale = lcm(*{v.denominator for v in out.values()})
-        if scale == 1:
-            scaled = {t: v.numerator for t, v in out.items()}
+        parts = [v for t, v in granted.items() if type(v) is not int and t != ROOT]
+        scale = lcm(*{v.denominator for v in parts}) if parts else 1
+        if scale == 1:  # all whole (a Fraction may be, after sums)
+            scaled = {t: v if type(v) is int else v.numerator for t, v in granted.items()}
         else:
-            scaled = {t: v.numerator * (scale // v.denominator) for t, v in out.items()}
+            scaled = {
+                t: v * scale if type(v) is int else v.numerator * (scale // v.denominator)
+                for t, v in granted.items()
+            }
+        del scaled[ROOT]
         return out, scale, scaled
 
     def entitlements(self, capacity: int) -> Entitlements:
@@ -334,7 +552,14 @@ class DemandBook:
         if capacity < 0:
             raise ValidationError("capacity", f"must be >= 0, got {capacity}")
         index = self._index
+        before = Work(0, 0, 0)
+        if self._buckets <= capacity:
+            before = self._refresh_tops(capacity)
+            done = self._all_granted(capacity, before)
+            if done is not None:
+                return done
         granted, demand, work = self._steps_1_2(capacity)
+        work = Work(*(a + b for a, b in zip(before, work, strict=True)))
         grants = Grants(index, capacity, granted)
         levels = sorted(demand, reverse=True)
         surplus = max(0, capacity - grants.granted[ROOT])
@@ -367,6 +592,10 @@ class DemandBook:
             scale=scale,
             scaled=MappingProxyType(scaled),
         )
+
+
+def _plus(a: Work, b: Work) -> Work:
+    return Work(a.fills + b.fills, a.visits + b.visits, a.pieces + b.pieces)
 
 
 def _bump(counts: dict[K, int], key: K, delta: int) -> None:

@@ -36,3 +36,30 @@ def replay(world: World, steps: list[dict], cached: bool) -> list:
 def test_cached_plans_equal_fresh_plans(case: tuple[World, list[dict]]) -> None:
     world, steps = case
     assert replay(world, steps, cached=True) == replay(world, steps, cached=False)
+
+
+def _starts_and_nominates(cycle_fn: object) -> tuple[list, dict[str, str]]:
+    w = World(cycle_fn)
+    w.pool(nodes=2, gpus=8, preemption_grace=60).team("a").team("b", main=8)
+    w.submit("x", "a", 8, running=True)
+    w.submit("y", "a", 7, running=True)
+    w.submit("r", "b", 8, wclass="reserved")  # preempts x, waits 60 s for it
+    w.submit("c", "b", 1)  # starts on the free GPU in the same cycle
+    w.settle()
+    w.submit("d", "a", 1)
+    w.submit("e", "b", 1, wclass="reserved")
+    w.settle()
+    w.advance(60)
+    w.settle()
+    return [p.decisions for p in w.plans], {n: w.status(n) for n in w.names}
+
+
+def test_a_cycle_that_starts_one_workload_and_nominates_another() -> None:
+    """The kept state leaves a cycle's starts in place for the next snapshot to
+    confirm, but only when the cycle decided nothing else: here it also
+    nominated (and preempted), so everything is taken back and reloaded."""
+    cache = CycleCache()
+    kept = _starts_and_nominates(cache)
+    assert kept == _starts_and_nominates(None)
+    assert kept[1]["r"] == "Running" and kept[1]["c"] == "Running"
+    assert cache.kept > 0  # later cycles that only started work were kept

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 
 from apportion.domain.lifecycle import Exiting, WorkloadState
 from apportion.engine.cycle import _Cycle
-from apportion.engine.plan import Plan
+from apportion.engine.plan import DecisionKind, Plan
 from apportion.engine.snapshot import CycleConfig, Snapshot
 from apportion.engine.working import WorkingState
 
@@ -37,8 +37,12 @@ class CycleCache:
         self._loaded: dict[int, WorkloadState] = {}
         self._waiting: set[int] = set()  # ids of the loaded waiting workloads
         self._exiting: set[Exiting] = set()
+        #: The last cycle's checkpoint and the states it started, when its
+        #: changes were left in place for the next snapshot to confirm.
+        self._pending: tuple[tuple[int, dict[str, int]], dict[int, WorkloadState]] | None = None
         self.rebuilds = 0
         self.updates = 0
+        self.kept = 0  # cycles whose changes the next snapshot confirmed
 
     def __call__(self, snapshot: Snapshot, config: CycleConfig) -> Plan:
         return self.run(snapshot, config)
@@ -59,10 +63,16 @@ class CycleCache:
         """
         ws = self._prepare(snapshot, by_id, changed)
         token = ws.begin_cycle(snapshot, self._loaded, sorted(self._waiting))
+        plan: Plan | None = None
         try:
-            return _Cycle(snapshot, config, ws).run()
+            plan = _Cycle(snapshot, config, ws).run()
+            return plan
         finally:
-            ws.end_cycle(token, self._loaded)
+            started = _started(plan, ws) if plan is not None else None
+            if started:
+                self._pending = (token, started)  # the next snapshot decides
+            else:
+                ws.end_cycle(token, self._loaded)
 
     def _prepare(
         self,
@@ -76,6 +86,7 @@ class CycleCache:
             or base[1] != dict(snapshot.pools) or base[2] is not snapshot.nodes
         ):
             self._ws = WorkingState(snapshot)
+            self._pending = None
             self._base = (snapshot.tree, dict(snapshot.pools), snapshot.nodes)
             self._loaded = {w.id: w for w in snapshot.workloads}
             self._waiting = {w.id for w in snapshot.workloads if w.status.is_waiting}
@@ -93,16 +104,46 @@ class CycleCache:
             came = [i for i in ids if i in new and old.get(i) is not new[i]]
             gone = sorted(i for i in ids if i in old and new.get(i) is not old[i])
         came.sort()
-        self._update(self._ws, snapshot, new, gone, came)
+        kept = self._settle(self._ws, new, gone, came)
+        if kept:
+            gone = [i for i in gone if i not in kept]
+            came = [i for i in came if i not in kept]
+        self._update(self._ws, snapshot, new, gone, came, kept)
         return self._ws
+
+    def _settle(
+        self, ws: WorkingState, new: dict[int, WorkloadState], gone: list[int], came: list[int]
+    ) -> set[int]:
+        """Keep or take back the last cycle's changes, which were left in place.
+
+        They are kept when the new snapshot shows every workload the cycle
+        started placed exactly there (its plan was applied, and the cycle
+        decided nothing but routes, moves, starts and waits): the state is then
+        already what unloading and loading those workloads would make it.
+        Returns the ids of those started workloads (their devices and usage
+        are in place); otherwise everything is rolled back as usual.
+        """
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return set()
+        token, started = pending
+        if not all(_placed_as(w, new.get(i)) for i, w in started.items()):
+            ws.end_cycle(token, self._loaded)
+            return set()
+        kept = set(started)
+        ws.keep_cycle(token, new, kept | set(gone) | set(came))
+        self.kept += 1
+        return kept
 
     def _update(
         self, ws: WorkingState, snapshot: Snapshot, new: dict[int, WorkloadState],
-        gone: list[int], came: list[int],
+        gone: list[int], came: list[int], kept: set[int],
     ) -> None:
         """Unload what changed or left, then load what changed or arrived (in
         that order, so a device handed from one workload to another never looks
-        doubly used). ``gone`` and ``came`` are sorted ids."""
+        doubly used). ``gone`` and ``came`` are sorted ids; ``kept`` workloads
+        started in the last cycle and are in place: only their victim entry
+        and demand follow their new state."""
         old = self._loaded
         waiting = self._waiting
         for i in gone:
@@ -110,11 +151,14 @@ class CycleCache:
         for i in came:
             if new[i].status.is_waiting:
                 waiting.add(i)
+        for i in sorted(kept):
+            waiting.discard(i)
+            ws.refresh_placed(new[i])
         exiting = set(snapshot.exiting)
         arrived = set(came)
         for wid in sorted(ws.take_provisional()):  # routed last cycle: still so?
-            if wid in arrived:
-                continue  # its new state is loaded below
+            if wid in arrived or wid in kept:
+                continue  # its new state is loaded below (or in place)
             if wid in new:
                 ws.load(new[wid])  # unchanged, so still Pending: no demand
             else:
@@ -133,6 +177,33 @@ class CycleCache:
         self._loaded = new
         self._exiting = exiting
         self.updates += len(gone) + len(came)
+
+
+def _started(plan: Plan, ws: WorkingState) -> dict[int, WorkloadState] | None:
+    """The states a cycle started (by id) when it decided nothing but routes,
+    moves, starts and waits; None when it decided anything else or started
+    nothing."""
+    started: dict[int, WorkloadState] = {}
+    for d in plan.decisions:
+        if d.kind is DecisionKind.START:
+            started[d.workload_id] = ws.workloads[d.workload_id]
+        elif d.kind not in _KEEPABLE:
+            return None
+    return started or None
+
+
+_KEEPABLE = frozenset({DecisionKind.ROUTE, DecisionKind.MOVE, DecisionKind.WAIT})
+
+
+def _placed_as(started: WorkloadState, now: WorkloadState | None) -> bool:
+    """Is ``now`` the started state as applied (Starting or Running, same attempt,
+    pool and devices)?"""
+    return (
+        now is not None and now.status.is_placed and now.spec is started.spec
+        and now.attempt == started.attempt and now.pool == started.pool
+        and not now.nomination
+        and (now.placement is started.placement or now.placement == started.placement)
+    )
 
 
 def _exit_key(ex: Exiting) -> tuple[int, int]:

@@ -354,6 +354,37 @@ class WorkingState:
             self.index(ps_w, w)
         self._touched = set()
 
+    def keep_cycle(
+        self, token: tuple[int, dict[str, int]], workloads: Mapping[int, WorkloadState],
+        skip: set[int],
+    ) -> None:
+        """Keep the cycle's changes instead of :meth:`end_cycle`: the caller saw
+        the next snapshot show them. Candidate-victim and hold entries the cycle
+        touched are set again from ``workloads`` (the next snapshot's), except
+        for ``skip``, which the caller unloads, loads or refreshes itself."""
+        self.release(token)
+        self._undo.clear()
+        self._keep_undo = False
+        for wid in sorted(self._touched):
+            for ps in self.pools.values():
+                ps.victims.discard(wid)
+                ps.holders.discard(wid)
+            w = workloads.get(wid)
+            ps_w = self.pools.get(w.pool or "") if w is not None else None
+            if wid in skip or w is None or ps_w is None or w.team not in self.tree.teams:
+                continue
+            if w.status is Status.QUEUED and w.nomination and w.is_hold:
+                ps_w.holders.add(wid)
+            self.index(ps_w, w)
+        self._touched = set()
+
+    def refresh_placed(self, w: WorkloadState) -> None:
+        """A kept workload's new state (same devices and usage, see
+        :meth:`keep_cycle`): its victim entry and demand."""
+        ps = self.pools[w.pool or ""]
+        self.index(ps, w)
+        self.set_demand(w.id, ps, self._demand_item(ps, w))
+
     def waiting(self) -> list[WorkloadState]:
         """The snapshot's waiting (Pending or Queued) workloads, by id, as they
         are now in the cycle: every workload a cycle step may act on (starting

@@ -34,6 +34,7 @@ class Ledger:
         "_child_overflow",
         "_overflow",
         "_own_reserved",
+        "_path_reservation",
         "_paths",
         "_reservation",
         "_reserved",
@@ -49,6 +50,9 @@ class Ledger:
         self._bucket = {slug: tree.bucket(slug, pool) for slug in tree.teams}
         self._reservation = {slug: tree.reservation(slug, pool) for slug in tree.teams}
         self._cap = {slug: tree.cap(slug, pool) for slug in tree.teams}
+        self._path_reservation = {
+            slug: sum(max(0, self._bucket[s]) for s in path) for slug, path in self._paths.items()
+        }
         self._usage = dict.fromkeys(tree.teams, 0)  # subtree, both classes
         self._reserved = dict.fromkeys(tree.teams, 0)  # subtree, reserved only
         self._own_reserved = dict.fromkeys(tree.teams, 0)  # the leaf's own reserved
@@ -134,7 +138,7 @@ class Ledger:
 
     def path_reservation(self, team: str) -> int:
         """Sum of the buckets on the path: the most reserved work the leaf could ever run."""
-        return sum(max(0, self._bucket[s]) for s in self._paths[team])
+        return self._path_reservation[team]
 
     def reservation(self, team: str) -> int:
         return self._reservation[team]

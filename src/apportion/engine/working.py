@@ -26,6 +26,7 @@ from apportion.engine.victim_order import NOMINATION, RUNNING, STARTING, VictimI
 if TYPE_CHECKING:
     from apportion.domain.reasons import Reason
     from apportion.domain.workload import WorkloadSpec
+    from apportion.engine.placement import PlacementResult
 
 
 def owner_of(w: WorkloadState) -> Owner:
@@ -61,6 +62,8 @@ class PoolState:
     #: Memo of explain.never_reason (it depends on the spec, the tree and the
     #: nodes only, none of which change for one PoolState): id -> (spec, reason).
     never: dict[int, tuple[WorkloadSpec, Reason | None]] = field(default_factory=dict)
+    #: Memo of :meth:`can_ever_place` (the nodes never change for one PoolState).
+    ever: dict[int, tuple[WorkloadSpec, PlacementResult | None]] = field(default_factory=dict)
 
     def charge(self, w: WorkloadState) -> int:
         return w.spec.charge(self.pool.gpu_memory_mib)
@@ -75,10 +78,20 @@ class PoolState:
             req = known[2][pods] = self._request(w, pods)
         return req
 
+    def can_ever_place(self, w: WorkloadState) -> PlacementResult | None:
+        """Could an empty pool hold ``w``'s min_pods (None) or why not (kept)."""
+        known = self.ever.get(w.id)
+        if known is not None and known[0] is w.spec:
+            return known[1]
+        result = self.cluster.can_ever_place(self.request(w, w.spec.min_pods))
+        self.ever[w.id] = (w.spec, result)
+        return result
+
     def forget(self, wid: int) -> None:
         """Drop what is kept for workload ``wid`` (it left)."""
         self.requests.pop(wid, None)
         self.never.pop(wid, None)
+        self.ever.pop(wid, None)
 
     def _request(self, w: WorkloadState, pods: int | None) -> PlacementRequest:
         req = PlacementRequest.for_spec(w.spec, self.pool.gpu_memory_mib, owner_of(w))
@@ -470,7 +483,7 @@ class WorkingState:
         smallest = ps.ledger.smallest_cap(w.team)
         if smallest is not None and min_size > smallest.cap:
             return True
-        return ps.cluster.can_ever_place(ps.request(w, w.spec.min_pods)) is not None
+        return ps.can_ever_place(w) is not None
 
     def leaves_under(self, team: str) -> tuple[str, ...]:
         """Leaf teams in ``team``'s subtree (itself if a leaf), cached."""

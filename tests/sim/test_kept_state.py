@@ -3,6 +3,7 @@ between cycles; the outcome must be exactly what fresh cycles give."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import random
 from pathlib import Path
@@ -55,3 +56,20 @@ def test_busy_week(seed: int) -> None:
     result = simulate(scenario_from_data(data))
     assert result.preemptions, "the scenario should exercise preemption"
     same_as_fresh(scenario_from_data(data))
+
+
+def test_a_run_leaves_the_garbage_collector_as_it_found_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long runs freeze what they keep (gc.freeze) as they go and unfreeze at
+    the end; a caller's own frozen objects are left alone."""
+    monkeypatch.setattr("apportion.sim.runner.SETTLE_EVERY", 1)
+    scenario = parse_scenario((EXAMPLES / "s4_reclaim_reservation.yaml").read_text())
+    assert gc.get_freeze_count() == 0
+    first = outcome(simulate(scenario))
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        mine = gc.get_freeze_count()
+        assert outcome(simulate(scenario)) == first
+        assert gc.get_freeze_count() == mine
+    finally:
+        gc.unfreeze()

@@ -38,10 +38,22 @@ def format_gpus(milli: int | Fraction) -> str:
 def needs(ps: PoolState, w: WorkloadState) -> str:
     """``needs 8 GPUs`` / ``needs 4 x 0.5 GPU`` for messages."""
     spec = w.spec
-    charge = ps.charge(w)
-    if spec.pods == 1:
+    key = (ps.charge(w), spec.pods, spec.min_pods)
+    text = _NEEDS_TEXT.get(key)
+    if text is None:
+        if len(_NEEDS_TEXT) >= _GPUS_KEPT:
+            _NEEDS_TEXT.clear()
+        text = _NEEDS_TEXT[key] = _needs(*key)
+    return text
+
+
+_NEEDS_TEXT: dict[tuple[int, int, int], str] = {}
+
+
+def _needs(charge: int, pods: int, min_pods: int) -> str:
+    if pods == 1:
         return f"needs {format_gpus(charge)} GPU{'s' if charge != 1000 else ''}"
-    count = f"{spec.min_pods}-{spec.pods}" if spec.min_pods < spec.pods else str(spec.pods)
+    count = f"{min_pods}-{pods}" if min_pods < pods else str(pods)
     return f"needs {count} pods x {format_gpus(charge)} GPU"
 
 
@@ -84,7 +96,7 @@ def _never_reason(ps: PoolState, w: WorkloadState) -> Reason | None:
             f"path hold at most {format_gpus(led.path_reservation(w.team))}: raise a reservation "
             "or submit it as elastic",
         )
-    result = ps.cluster.can_ever_place(ps.request(w, w.spec.min_pods))
+    result = ps.can_ever_place(w)
     if result is not None and result.failure is FailureKind.TOPOLOGY_UNSATISFIABLE:
         return Reason(ReasonCode.TOPOLOGY_UNSATISFIABLE, f"pool {pool}: {result.message}")
     smallest = led.smallest_cap(w.team)

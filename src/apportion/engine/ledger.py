@@ -35,6 +35,7 @@ class Ledger:
         "_child_overflow",
         "_overflow",
         "_own_reserved",
+        "_path_reservation",
         "_paths",
         "_reservation",
         "_reserved",
@@ -51,6 +52,9 @@ class Ledger:
         self._bucket = {slug: tree.bucket(slug, pool) for slug in tree.teams}
         self._reservation = {slug: tree.reservation(slug, pool) for slug in tree.teams}
         self._cap = {slug: tree.cap(slug, pool) for slug in tree.teams}
+        self._path_reservation = {
+            slug: sum(max(0, self._bucket[s]) for s in path) for slug, path in self._paths.items()
+        }
         self._usage = dict.fromkeys(tree.teams, 0)  # subtree, both classes
         #: The same numbers, to read in hot loops (never write through it).
         self.usage_by_team: Mapping[str, int] = self._usage
@@ -138,7 +142,7 @@ class Ledger:
 
     def path_reservation(self, team: str) -> int:
         """Sum of the buckets on the path: the most reserved work the leaf could ever run."""
-        return sum(max(0, self._bucket[s]) for s in self._paths[team])
+        return self._path_reservation[team]
 
     def reservation(self, team: str) -> int:
         return self._reservation[team]

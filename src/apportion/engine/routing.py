@@ -19,7 +19,7 @@ from apportion.engine.plan import Decision, DecisionKind
 from apportion.engine.working import PoolState, WorkingState
 
 _NO_COST = (0, 0, 0, 0, "")
-Score = tuple[int, tuple[int, int, int, int, str], int, Fraction, str]
+Score = tuple[int, tuple[int, int, int, int, str], int, Fraction | int, str]
 
 
 class Router:
@@ -82,7 +82,10 @@ class Router:
         inside = 0
         if not w.spec.is_reserved:
             inside = 0 if led.usage(w.team) + size <= led.reservation(w.team) else 1
-        headroom = ps.entitlement(w.team) - led.usage(w.team)
+        if ps.scale == 1:  # whole shares: the same value without a Fraction
+            headroom: Fraction | int = ps.scaled.get(w.team, 0) - led.usage(w.team)
+        else:
+            headroom = ps.entitlement(w.team) - led.usage(w.team)
         return (rank, cost, inside, -headroom, ps.pool.name)
 
     def move_if_starts_elsewhere(self, w: WorkloadState) -> bool:

@@ -27,6 +27,7 @@ from apportion.engine.victim_order import NOMINATION, RUNNING, STARTING, VictimI
 if TYPE_CHECKING:
     from apportion.domain.reasons import Reason
     from apportion.domain.workload import WorkloadSpec
+    from apportion.engine.placement import PlacementResult
 
 
 def owner_of(w: WorkloadState) -> Owner:
@@ -62,6 +63,9 @@ class PoolState:
     #: Memo of explain.never_reason (it depends on the spec, the tree and the
     #: nodes only, none of which change for one PoolState): id -> (spec, reason).
     never: dict[int, tuple[WorkloadSpec, Reason | None]] = field(default_factory=dict)
+    #: Memo of :meth:`can_ever_place` by request shape (the nodes never change
+    #: for one PoolState, and the answer depends on nothing else).
+    ever: dict[tuple[object, ...], PlacementResult | None] = field(default_factory=dict)
 
     def charge(self, w: WorkloadState) -> int:
         return w.spec.charge(self.pool.gpu_memory_mib)
@@ -75,6 +79,15 @@ class PoolState:
         if req is None:
             req = known[2][pods] = self._request(w, pods)
         return req
+
+    def can_ever_place(self, w: WorkloadState) -> PlacementResult | None:
+        """Could an empty pool hold ``w``'s min_pods (None) or why not (kept)."""
+        req = self.request(w, w.spec.min_pods)
+        shape = (req.pods, req.min_pods, req.charge, req.whole_devices, req.topology,
+                 tuple(sorted(req.node_selector.items())), req.gpu_type)
+        if shape not in self.ever:
+            self.ever[shape] = self.cluster.can_ever_place(req)
+        return self.ever[shape]
 
     def forget(self, wid: int) -> None:
         """Drop what is kept for workload ``wid`` (it left)."""
@@ -156,7 +169,6 @@ class WorkingState:
         self._undo: list[tuple[str, PoolState, int, bool, int]] = []
         self._never: dict[tuple[int, str], bool] = {}
         self._lca: dict[tuple[str, str], tuple[str, str]] = {}
-        self._placeable: dict[tuple[object, ...], bool] = {}
         self._leaves: dict[str, tuple[str, ...]] = {}
         self._touched: set[int] = set()
         self._keep_undo = False
@@ -533,13 +545,7 @@ class WorkingState:
         smallest = ps.ledger.smallest_cap(w.team)
         if smallest is not None and min_size > smallest.cap:
             return True
-        req = ps.request(w, w.spec.min_pods)
-        shape = (ps.pool.name, req.pods, req.min_pods, req.charge, req.whole_devices,
-                 req.topology, tuple(sorted(req.node_selector.items())), req.gpu_type)
-        placeable = self._placeable.get(shape)
-        if placeable is None:  # the same for every request of this shape
-            placeable = self._placeable[shape] = ps.cluster.can_ever_place(req) is None
-        return not placeable
+        return ps.can_ever_place(w) is not None
 
     def leaves_under(self, team: str) -> tuple[str, ...]:
         """Leaf teams in ``team``'s subtree (itself if a leaf), cached."""

@@ -82,7 +82,7 @@ def choose(
             free_milli=search.best_free,
         )
     for level in _preferred_levels(book, topo.level):
-        search = _best_domain(book, req, fkey, base, level, counters)
+        search = _best_domain(book, req, fkey, base, level, counters, report=False)
         if search.choice is not None:
             return search.choice
     return _whole(book, req, fkey, base, None)
@@ -118,8 +118,14 @@ def _best_domain(
     base: Constraints,
     level: str,
     counters: Counters,
+    *,
+    report: bool = True,
 ) -> _DomainSearch:
-    """The best domain of ``level`` that fits ``req`` now (see module doc)."""
+    """The best domain of ``level`` that fits ``req`` now (see module doc).
+
+    Without ``report`` the caller only wants the choice, not how close the
+    other domains came: a domain whose free total is short is passed over.
+    """
     need = req.min_pods * pod_milli(req)
     best: tuple[int, int, str] | None = None
     best_scope: ScopeIndex | None = None
@@ -127,6 +133,8 @@ def _best_domain(
     for value in book.domain_values(fkey, base, level):
         scope = book.scope(fkey, (*base, (level, value)))
         counters.domains_examined += 1
+        if not report and scope.free_total < need:
+            continue  # fewer than min_pods fit: it could not be chosen
         best_free = max(best_free, scope.free_total)
         # The fit count is O(distinct free levels); totals alone reject most domains.
         limit = req.pods if scope.free_total >= need else req.min_pods - 1

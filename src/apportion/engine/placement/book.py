@@ -223,12 +223,14 @@ class DeviceBook:
         self.stay[g], self.exiting[g], self.claimed[g] = stay, exiting, claimed
         if exiting:
             self.exiting_devs.add(g)
-        else:
+        elif self.exiting_devs:
             self.exiting_devs.discard(g)
         node = self.dev_node[g]
         if not self.is_ready[node]:
             return
-        new = max(0, FULL - stay - max(exiting, claimed))
+        new = FULL - stay - (exiting if exiting > claimed else claimed)
+        if new < 0:
+            new = 0
         old = self.avail[g]
         if new == old:
             return

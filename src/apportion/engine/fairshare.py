@@ -89,7 +89,8 @@ class Entitlements:
     its subtree. ``surplus`` is step 3's surplus. ``counters`` count work done
     (teams_visited, levels, items, reserved_pieces, fills). ``scale`` (the
     least common denominator of ``by_team``, 0 when not given) and ``scaled``
-    (``by_team`` times it, as ints) serve exact comparisons without Fractions.
+    (``by_team`` times it, as ints; shared, never to be changed) serve exact
+    comparisons without Fractions.
     """
 
     pool: str
@@ -519,7 +520,7 @@ class DemandBook:
             surplus=Fraction(max(0, capacity - root)),
             counters=MappingProxyType(counters),
             scale=scale,
-            scaled=MappingProxyType(scaled),
+            scaled=scaled,
         )
 
     def _fractions_of(
@@ -590,7 +591,7 @@ class DemandBook:
             surplus=Fraction(surplus),
             counters=MappingProxyType(counters),
             scale=scale,
-            scaled=MappingProxyType(scaled),
+            scaled=scaled,
         )
 
 

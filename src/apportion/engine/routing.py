@@ -64,16 +64,33 @@ class Router:
         if len(feasible) == 1:
             self.last_why = "the only pool that can hold it"
             return feasible[0].pool.name, None
-        scored = sorted((self.score(ps, w), ps.pool.name) for ps in feasible)
+        starts = [self.adm.can_start(ps, w) for ps in feasible]
+        # Of two pools, one where it can start now wins over the other whatever
+        # a victim search there would find (and the reason names only the
+        # first criterion): no search is needed then.
+        search = not (len(feasible) == 2 and starts.count(True) == 1)
+        scored = sorted(
+            (self.score(ps, w, starts=can, search=search), ps.pool.name)
+            for ps, can in zip(feasible, starts, strict=True)
+        )
         self.last_why = _why(scored[0], scored[1])
         return scored[0][1], None
 
-    def score(self, ps: PoolState, w: WorkloadState, *, now_only: bool = False) -> Score:
-        """Lower is better. With ``now_only`` no victim search is run."""
-        if self.adm.can_start(ps, w):
+    def score(
+        self, ps: PoolState, w: WorkloadState, *, now_only: bool = False,
+        starts: bool | None = None, search: bool = True,
+    ) -> Score:
+        """Lower is better. With ``now_only`` no victim search is run (rank 3
+        when it cannot start now); without ``search`` neither (rank 2).
+        ``starts`` is ``can_start`` when the caller asked it already."""
+        if starts is None:
+            starts = self.adm.can_start(ps, w)
+        if starts:
             rank, cost = 0, _NO_COST
         elif now_only:
             rank, cost = 3, _NO_COST
+        elif not search:
+            rank, cost = 2, _NO_COST
         else:
             found = self.adm.find_victims(ps, w)
             rank, cost = (1, found.cost) if found is not None else (2, _NO_COST)

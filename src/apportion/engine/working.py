@@ -119,9 +119,9 @@ class PoolState:
         if self.entitlements is ents:
             return
         self.entitlements = ents
-        if ents.scale:  # computed with the shares
+        if ents.scale:  # computed with the shares (a plain dict, read only)
             self.scale = ents.scale
-            self.scaled = dict(ents.scaled)
+            self.scaled = ents.scaled if isinstance(ents.scaled, dict) else dict(ents.scaled)
             return
         scale = 1
         for value in ents.by_team.values():

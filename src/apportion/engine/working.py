@@ -353,18 +353,7 @@ class WorkingState:
         self.release(token)
         self._undo.clear()
         self._keep_undo = False
-        for wid in sorted(self._touched):
-            for ps in self.pools.values():
-                ps.victims.discard(wid)
-                ps.holders.discard(wid)
-            w = loaded.get(wid)
-            ps_w = self.pools.get(w.pool or "") if w is not None else None
-            if w is None or ps_w is None or w.team not in self.tree.teams:
-                continue
-            if w.status is Status.QUEUED and w.nomination and w.is_hold:
-                ps_w.holders.add(wid)
-            self.index(ps_w, w)
-        self._touched = set()
+        self._reindex_touched(loaded, set())
 
     def keep_cycle(
         self, token: tuple[int, dict[str, int]], workloads: Mapping[int, WorkloadState],
@@ -377,6 +366,11 @@ class WorkingState:
         self.release(token)
         self._undo.clear()
         self._keep_undo = False
+        self._reindex_touched(workloads, skip)
+
+    def _reindex_touched(self, workloads: Mapping[int, WorkloadState], skip: set[int]) -> None:
+        """Set the candidate-victim and hold entries of every workload the
+        cycle touched from ``workloads`` (except ``skip``), then forget them."""
         for wid in sorted(self._touched):
             for ps in self.pools.values():
                 ps.victims.discard(wid)

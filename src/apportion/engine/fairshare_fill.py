@@ -137,6 +137,15 @@ class Grants:
                     least = room
         return least
 
+    def has_room(self, below: Mapping[str, Milli]) -> bool:
+        """Can every capped team take ``below[team]`` more (no cap would bind)?"""
+        caps, granted = self.caps, self.granted
+        for slug, milli in below.items():
+            cap = caps[slug]
+            if cap is not None and cap - granted[slug] < milli:
+                return False
+        return True
+
     def add_to_path(self, team: str, amount: Milli) -> None:
         """Count ``amount`` granted to ``team`` in it and in every ancestor up to ROOT."""
         for slug in self.index.path[team]:
@@ -227,15 +236,13 @@ def grant_all(grants: Grants, levels: Iterable[Mapping[str, Milli]]) -> bool:
                 by_leaf[leaf] = by_leaf.get(leaf, 0) + milli
     if not by_leaf:
         return True
-    path, caps, granted = grants.index.path, grants.caps, grants.granted
+    path, granted = grants.index.path, grants.granted
     below: dict[str, Milli] = {}
     for leaf, milli in by_leaf.items():
         for slug in path[leaf]:
             below[slug] = below.get(slug, 0) + milli
-    for slug, milli in below.items():
-        cap = caps[slug]
-        if cap is not None and cap - granted[slug] < milli:
-            return False
+    if not grants.has_room(below):
+        return False
     for slug, milli in below.items():
         granted[slug] += milli
     return True

@@ -154,7 +154,7 @@ def _serve_own_buckets(
     leaf competes with another: each takes min(bucket left, demand) level by
     level, highest first, exactly what the water-filling passes would give.
     """
-    index, caps, granted = grants.index, grants.caps, grants.granted
+    index = grants.index
     wanted: dict[str, Milli] = {}
     for p in levels:
         for leaf, milli in demand[p].items():
@@ -165,10 +165,8 @@ def _serve_own_buckets(
         if take > 0:
             for team in index.capped_path[leaf]:
                 below[team] = below.get(team, 0) + take
-    for team, amount in below.items():
-        cap = caps[team]
-        if cap is not None and cap - granted[team] < amount:
-            return False
+    if not grants.has_room(below):
+        return False
     for leaf, left in own.items():
         if not wanted.get(leaf):
             continue

@@ -18,7 +18,6 @@ from collections.abc import Iterable, Mapping
 
 from apportion.domain.lifecycle import Exiting, WorkloadState
 from apportion.engine.cycle import _Cycle
-from apportion.engine.gcpause import paused_gc
 from apportion.engine.plan import DecisionKind, Plan
 from apportion.engine.snapshot import CycleConfig, Snapshot
 from apportion.engine.working import WorkingState
@@ -62,16 +61,6 @@ class CycleCache:
         snapshot's (changed, arrived or left). Both or neither; wrong hints
         give wrong plans.
         """
-        with paused_gc():
-            return self._run(snapshot, config, by_id, changed)
-
-    def _run(
-        self,
-        snapshot: Snapshot,
-        config: CycleConfig,
-        by_id: Mapping[int, WorkloadState] | None,
-        changed: Iterable[int] | None,
-    ) -> Plan:
         ws = self._prepare(snapshot, by_id, changed)
         token = ws.begin_cycle(snapshot, self._loaded, sorted(self._waiting))
         plan: Plan | None = None

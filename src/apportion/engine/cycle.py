@@ -19,7 +19,6 @@ from apportion.domain.reasons import Reason, ReasonCode
 from apportion.domain.workload import Placement, WorkloadSpec
 from apportion.engine import explain
 from apportion.engine.admission import Admission
-from apportion.engine.gcpause import paused_gc
 from apportion.engine.order import WaitingQueue, routing_key
 from apportion.engine.plan import Decision, DecisionKind, Plan
 from apportion.engine.routing import Router
@@ -28,11 +27,8 @@ from apportion.engine.working import PoolState, WorkingState, owner_of
 
 
 def run_cycle(snapshot: Snapshot, config: CycleConfig) -> Plan:
-    """One scheduling cycle over a frozen snapshot; returns the plan.
-
-    Runs with the cyclic garbage collector paused (engine/gcpause.py)."""
-    with paused_gc():
-        return _Cycle(snapshot, config).run()
+    """One scheduling cycle over a frozen snapshot; returns the plan."""
+    return _Cycle(snapshot, config).run()
 
 
 class _Cycle:

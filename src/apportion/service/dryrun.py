@@ -15,6 +15,7 @@ from apportion.domain.quantities import gpus_number
 from apportion.engine.snapshot import CycleConfig
 from apportion.service.authz import require_submit
 from apportion.service.context import Ctx
+from apportion.service.gcpause import paused_gc
 from apportion.service.loading import load_parents
 from apportion.service.snapshots import load_snapshot
 from apportion.service.workloads import check_team, parse_spec
@@ -29,7 +30,8 @@ def dry_run(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, An
     check_team(parents, spec.team)
     require_submit(ctx, parents, spec.team)
     loaded = load_snapshot(session, ctx.org_id, time.time())
-    result = engine_dry_run(loaded.snapshot, spec, CycleConfig(cycle_id=loaded.cycle_id))
+    with paused_gc():
+        result = engine_dry_run(loaded.snapshot, spec, CycleConfig(cycle_id=loaded.cycle_id))
     return {
         "pool": result.pool,
         "starts_now": result.starts_now,

@@ -25,6 +25,7 @@ from apportion.engine.plan import DecisionKind, Plan
 from apportion.engine.snapshot import CycleConfig
 from apportion.service.errors import LostLease, StaleSnapshot
 from apportion.service.events import event_row, lifecycle_rows, write_events
+from apportion.service.gcpause import paused_gc
 from apportion.service.metrics import Metrics
 from apportion.service.snapshots import Loaded, StateCache, load_snapshot
 from apportion.service.workloads import run_id
@@ -229,7 +230,8 @@ def _apply(loaded: Loaded, plan: Plan) -> Applied:
 def _run(loaded: Loaded) -> Plan:
     from apportion.engine.cycle import run_cycle
 
-    return run_cycle(loaded.snapshot, CycleConfig(cycle_id=loaded.cycle_id))
+    with paused_gc():
+        return run_cycle(loaded.snapshot, CycleConfig(cycle_id=loaded.cycle_id))
 
 
 def _exec(spec: dict[str, object]) -> dict[str, object]:

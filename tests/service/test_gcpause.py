@@ -1,14 +1,17 @@
-"""The cycle pauses the cyclic garbage collector and always switches it back on."""
+"""The service runs cycles with the cyclic garbage collector paused, and always
+switches it back on."""
 
 from __future__ import annotations
 
 import gc
 import threading
+from types import SimpleNamespace
 
 import pytest
 
 from apportion.engine import cycle as cycle_mod
-from apportion.engine.gcpause import paused_gc
+from apportion.service import scheduler
+from apportion.service.gcpause import paused_gc
 
 
 def test_collector_is_off_inside_and_back_on_after() -> None:
@@ -56,18 +59,17 @@ def test_overlapping_threads_resume_collection_when_the_last_one_ends() -> None:
     assert gc.isenabled()
 
 
-def test_run_cycle_runs_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_scheduler_runs_its_cycle_with_the_collector_paused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     seen: list[bool] = []
 
-    class Spy:
-        def __init__(self, *args: object) -> None:
-            seen.append(gc.isenabled())
+    def spy(snapshot: object, config: object) -> str:
+        seen.append(gc.isenabled())
+        return "plan"
 
-        def run(self) -> str:
-            seen.append(gc.isenabled())
-            return "plan"
-
-    monkeypatch.setattr(cycle_mod, "_Cycle", Spy)
-    assert cycle_mod.run_cycle(None, None) == "plan"  # type: ignore[arg-type]
-    assert seen == [False, False]
+    monkeypatch.setattr(cycle_mod, "run_cycle", spy)
+    loaded = SimpleNamespace(snapshot=None, cycle_id=3)
+    assert scheduler._run(loaded) == "plan"  # type: ignore[arg-type]
+    assert seen == [False]
     assert gc.isenabled()

@@ -16,6 +16,7 @@ from apportion.domain.workload import Placement, TopologyMode, WorkloadClass, Wo
 from apportion.engine.placement import PlacementRequest
 from apportion.engine.placement.probe import FitProbe
 from apportion.engine.victim_bounds import Reach, outranks, reach, viable
+from apportion.engine.victim_exhaust import exhaustion_fits
 from apportion.engine.victim_order import (
     NOMINATION,
     RUNNING,
@@ -57,6 +58,10 @@ class VictimSearch:
     ``for_hold`` searches the placement a starvation hold should wait for: any
     placed workload may be "waited for", no 6.4 test, no quota.
     """
+
+    #: Decide searches that must fail without running the greedy
+    #: (victim_exhaust.py). Off only in tests that compare the two.
+    shortcut_failures = True
 
     def __init__(
         self, ws: WorkingState, ps: PoolState, w: WorkloadState, *, for_hold: bool = False
@@ -331,6 +336,15 @@ class VictimSearch:
         if (not is_filtered and not self.w.spec.is_reserved
                 and not self._can_take_now(index) and not self.fit(dom, free)):
             return None, free  # the queue's first pick would find nothing
+        if (self.shortcut_failures and self._probe is not None and not is_filtered
+                and not self.w.spec.is_reserved):
+            fits, looked = exhaustion_fits(
+                self.ws, self.ps, self.w, index, self.eligible,
+                self.ps.cluster.probe(self.req, domain=dom), free, self.need,
+            )
+            self.examined += looked
+            if not fits:
+                return None, free  # the greedy would take its final set and not fit
         own = self.w.team
         prio, is_elastic = self.w.spec.priority, not self.w.spec.is_reserved
 

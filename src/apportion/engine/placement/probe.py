@@ -106,7 +106,13 @@ class FitProbe:
             self._gain += max(0, after) // charge - max(0, before) // charge
 
     def _node_full(self, rank: int) -> int:
-        """Fully available devices of node ``rank`` with the changes so far."""
+        """Fully available devices of node ``rank`` with the changes so far.
+
+        Called before the first change on the node, so without exiting use
+        in the pool it is the book's own list of fully available devices."""
+        book = self._book
+        if not book.exiting_devs:
+            return len(book.full_devs[rank])
         first = self._book.first_dev[rank]
         return sum(
             1 for g in range(first, first + self._book.nodes[rank].gpus)

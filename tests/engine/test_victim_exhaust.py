@@ -1,0 +1,185 @@
+"""The failure shortcut of victim searches (engine/victim_exhaust.py) is exact:
+it says "W would fit on the greedy's final set" exactly when the greedy
+finds a victim set, and the cycle's decisions are the same with and without it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apportion.domain.lifecycle import Status, transition
+from apportion.engine import preemption
+from apportion.engine.victim_exhaust import exhaustion_fits
+from tests.engine.harness import World
+from tests.engine.test_cycle_properties import same_org, submit_step
+
+GPUS = st.sampled_from([0.25, 0.5, 0.75, 1, 1, 2, 4])
+
+
+@st.composite
+def crowded(draw: st.DrawFn) -> tuple[World, list[dict], list[dict]]:
+    """A three-level tree (2 top x 2 middle x 2 leaves) on 4 nodes of 4 GPUs,
+    with caps, weights, priorities, grace and starvation holds, filled with
+    small elastic work, then a stream of submissions."""
+    grace = draw(st.sampled_from([0, 0, 30]))
+    hold = draw(st.sampled_from([None, None, 30]))
+    w = World().pool(racks={"r0": 2, "r1": 2}, gpus=4, topology=("zone", "rack"),
+                     preemption_grace=grace, starvation_hold_after=hold)
+    leaves = []
+    left = 16
+    for t in range(2):
+        top = f"t{t}"
+        res = draw(st.integers(0, min(left, 8)))
+        left -= res
+        w.team(top, weight=draw(st.integers(1, 3)),
+               limit=draw(st.sampled_from([None, None, 50, 100])), main=res)
+        for m in range(2):
+            mid = f"{top}m{m}"
+            mres = draw(st.integers(0, res // 2))
+            w.team(mid, top, weight=draw(st.integers(1, 3)),
+                   limit=draw(st.sampled_from([None, None, None, 100])), main=mres)
+            for leaf_i in range(2):
+                leaf = f"{mid}l{leaf_i}"
+                w.team(leaf, mid, weight=draw(st.integers(1, 3)),
+                       main=draw(st.integers(0, mres // 2)))
+                leaves.append(leaf)
+
+    def step(name: str, gpus: st.SearchStrategy[float], wclass: st.SearchStrategy[str],
+             topology: st.SearchStrategy[str | None]) -> dict:
+        return {
+            "name": name,
+            "team": draw(st.sampled_from(leaves)),
+            "gpus": draw(gpus),
+            "pods": draw(st.integers(1, 3)),
+            "wclass": draw(wclass),
+            "priority_shift": draw(st.integers(0, 2)),
+            "requeue": draw(st.booleans()),
+            "topology": draw(topology),
+            "complete": draw(st.integers(0, 5)),
+        }
+
+    # First the pool fills with small elastic work of many teams (so teams
+    # run over their shares), then work arrives that must preempt to start.
+    fill = [step(f"f{i}", st.sampled_from([0.25, 0.25, 0.5, 0.75, 1]), st.just("elastic"),
+                 st.just(None)) for i in range(draw(st.integers(8, 30)))]
+    steps = [step(f"w{i}", GPUS, st.sampled_from(["reserved", "elastic", "elastic", "elastic"]),
+                  st.sampled_from([None, None, None, "required", "preferred"]))
+             for i in range(draw(st.integers(3, 12)))]
+    return w, fill, steps
+
+
+@contextmanager
+def greedy_checked(counts: dict[Any, int]) -> Iterator[None]:
+    """Run searches the plain way (shortcut off) and check, before each greedy,
+    that the shortcut's answer is the greedy's outcome."""
+    original = preemption.VictimSearch._greedy
+
+    def checked(self: preemption.VictimSearch, dom: Any, free: int) -> Any:
+        index = self.ps.victims
+        sub = index.domain(dom) if dom is not None else None
+        answer = None
+        if (not self.for_hold and not self.w.spec.is_reserved and self._probe is not None
+                and (dom is None or sub is not None)):
+            answer, _ = exhaustion_fits(
+                self.ws, self.ps, self.w, sub if sub is not None else index, self.eligible,
+                self.ps.cluster.probe(self.req, domain=dom), free, self.need,
+            )
+        chosen, free_after = original(self, dom, free)
+        if answer is not None:
+            assert answer == (chosen is not None), (self.w.name, dom, answer)
+            counts[answer] = counts.get(answer, 0) + 1
+        return chosen, free_after
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(preemption.VictimSearch, "shortcut_failures", False)
+        mp.setattr(preemption.VictimSearch, "_greedy", checked)
+        yield
+
+
+def replay(world: World, fill: list[dict], steps: list[dict]) -> tuple[list, dict[str, str]]:
+    w = same_org(world)
+    for step in fill:
+        submit_step(w, step)
+    w.settle()
+    for step in steps:
+        submit_step(w, step)
+        w.settle()
+        running = [s for s in w.states.values() if s.status is Status.RUNNING]
+        for s in running[: step["complete"] % 3]:
+            w.states[s.id] = transition(s, Status.COMPLETED, w.now)
+        w.advance(30)
+        w.settle()
+    return [p.decisions for p in w.plans], {n: w.status(n) for n in w.names}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crowded())
+def test_the_shortcut_answers_what_the_greedy_finds(
+    case: tuple[World, list[dict], list[dict]],
+) -> None:
+    with greedy_checked({}):
+        replay(*case)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crowded())
+def test_plans_are_the_same_with_and_without_the_shortcut(
+    case: tuple[World, list[dict], list[dict]],
+) -> None:
+    with_shortcut = replay(*case)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(preemption.VictimSearch, "shortcut_failures", False)
+        without = replay(*case)
+    assert with_shortcut == without
+
+
+def _shared_devices() -> World:
+    """Every device of two 4-GPU nodes holds 0.75 GPU of team a's elastic work
+    and a reserved quarter of team b; b's sibling c has nothing yet."""
+    w = World().pool(nodes=2, gpus=4)
+    w.team("org", main=8).team("a", "org").team("b", "org", main=2).team("c", "org")
+    for i in range(8):
+        w.submit(f"a{i}", "a", 0.75, running=True)
+    for i in range(8):
+        w.submit(f"r{i}", "b", 0.25, wclass="reserved", running=True)
+    return w
+
+
+def test_a_search_that_can_never_succeed_is_decided_by_the_shortcut() -> None:
+    """c's whole GPU needs a device with nothing on it; every device keeps
+    b's reserved quarter, so no choice of a's pods frees one. The greedy
+    takes a's pods while a stays over its share, then gives up; the
+    shortcut gives the same answer (checked) and the cycle preempts nothing."""
+    counts: dict[Any, int] = {}
+    w = _shared_devices()
+    with greedy_checked(counts):
+        w.submit("want", "c", 1)
+        w.settle()
+    assert counts.get(False, 0) >= 1 and True not in counts
+    assert w.status("want") == "Queued"
+    assert w.code("want") == "FAIR_SHARE" or w.code("want") == "FRAGMENTED"
+    assert w.preempted() == []
+
+    w = _shared_devices()
+    w.submit("want", "c", 1)
+    plan = w.cycle()
+    assert w.status("want") == "Queued" and w.preempted() == []
+    assert plan.counters["victim_searches"] == 1
+
+
+def test_a_search_that_succeeds_is_left_to_the_greedy() -> None:
+    """Same fleet, but c asks for a quarter: the first victim frees room, and
+    the shortcut says so as soon as it has taken that one out."""
+    counts: dict[Any, int] = {}
+    w = _shared_devices()
+    with greedy_checked(counts):
+        w.submit("want", "c", 0.25)
+        w.settle()
+    assert counts.get(True, 0) >= 1 and False not in counts
+    assert w.status("want") == "Running"
+    assert len(w.preempted()) == 1

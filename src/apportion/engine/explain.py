@@ -147,7 +147,8 @@ def fit_reason(
         return Reason(
             ReasonCode.FAIR_SHARE,
             f"{base}; other teams' elastic work holds {format_gpus(others_elastic)} GPUs in "
-            f"pool {ps.pool.name} and is within its fair share (entitlement of team "
+            f"pool {ps.pool.name}, and the fair-share rules do not let this workload take "
+            f"enough of it to make room (entitlement of team "
             f"{w.team}: {format_gpus(ps.entitlement(w.team))}, in use "
             f"{format_gpus(ps.ledger.usage(w.team))})",
         )

@@ -441,12 +441,15 @@ class VictimSearch:
     ) -> bool:
         """Like :meth:`_spare`, and every other victim must still pass 6.4 in the
         order it was chosen. The order is replayed on the ledger alone (cheap);
-        only ``v`` moves on the devices."""
-        for c in kept:
+        only ``v`` moves on the devices. Victims chosen before ``v`` saw the
+        same working state as before (those before them are unchanged), so the
+        replay starts at ``v``."""
+        later = kept[next(i for i, c in enumerate(kept) if c is v):]
+        for c in later:
             if not c.is_hold:
                 self._move(c.spec, self._milli(c))
         ok = True
-        for c in kept:
+        for c in later:
             if c is v:
                 continue
             self._verdicts.clear()

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from apportion.domain.cluster import NodeState
 from apportion.domain.lifecycle import Status, transition
 from apportion.engine import preemption
 from apportion.engine.victim_exhaust import exhaustion_fits
@@ -22,10 +24,11 @@ GPUS = st.sampled_from([0.25, 0.5, 0.75, 1, 1, 2, 4])
 
 
 @st.composite
-def crowded(draw: st.DrawFn) -> tuple[World, list[dict], list[dict]]:
+def crowded(draw: st.DrawFn) -> tuple[World, list[dict], list[dict], int | None]:
     """A three-level tree (2 top x 2 middle x 2 leaves) on 4 nodes of 4 GPUs,
     with caps, weights, priorities, grace and starvation holds, filled with
-    small elastic work, then a stream of submissions."""
+    small elastic work, then a stream of submissions (some scaling elastically
+    or selecting nodes by label); maybe a node cordoned after the fill."""
     grace = draw(st.sampled_from([0, 0, 30]))
     hold = draw(st.sampled_from([None, None, 30]))
     w = World().pool(racks={"r0": 2, "r1": 2}, gpus=4, topology=("zone", "rack"),
@@ -70,7 +73,13 @@ def crowded(draw: st.DrawFn) -> tuple[World, list[dict], list[dict]]:
     steps = [step(f"w{i}", GPUS, st.sampled_from(["reserved", "elastic", "elastic", "elastic"]),
                   st.sampled_from([None, None, None, "required", "preferred"]))
              for i in range(draw(st.integers(3, 12)))]
-    return w, fill, steps
+    for s in steps:  # elastic scaling and node selectors on some arrivals
+        s["min_pods"] = draw(st.integers(1, s["pods"])) if draw(st.booleans()) else None
+        s["selector"] = draw(st.sampled_from([None, None, "a", "b"]))
+    # Half the nodes are of kind "a"; one may be cordoned after the fill.
+    w.nodes = [replace(n, labels={**n.labels, "kind": "ab"[i % 2]})
+               for i, n in enumerate(w.nodes)]
+    return w, fill, steps, draw(st.sampled_from([None, None, 0, 3]))
 
 
 @contextmanager
@@ -101,13 +110,30 @@ def greedy_checked(counts: dict[Any, int]) -> Iterator[None]:
         yield
 
 
-def replay(world: World, fill: list[dict], steps: list[dict]) -> tuple[list, dict[str, str]]:
+def submit_arrival(w: World, step: dict) -> None:
+    """:func:`submit_step` plus ``min_pods`` and a node selector."""
+    prio = {"reserved": 100 + 100 * step["priority_shift"],
+            "elastic": 25 * (step["priority_shift"] + 1)}[step["wclass"]]
+    topo = {"level": "rack", "mode": step["topology"]} if step["topology"] else None
+    w.submit(step["name"], step["team"], step["gpus"], pods=step["pods"],
+             min_pods=step.get("min_pods"), wclass=step["wclass"], priority=prio,
+             topology=topo, requeue_on_preemption=step["requeue"],
+             node_selector={"kind": step["selector"]} if step.get("selector") else None)
+
+
+def replay(
+    world: World, fill: list[dict], steps: list[dict], cordon: int | None,
+) -> tuple[list, dict[str, str]]:
+    """Fill, maybe cordon node ``cordon``, then submit ``steps`` one by one."""
     w = same_org(world)
     for step in fill:
         submit_step(w, step)
     w.settle()
+    if cordon is not None:
+        w.nodes = [replace(n, state=NodeState.CORDONED) if i == cordon else n
+                   for i, n in enumerate(w.nodes)]
     for step in steps:
-        submit_step(w, step)
+        submit_arrival(w, step)
         w.settle()
         running = [s for s in w.states.values() if s.status is Status.RUNNING]
         for s in running[: step["complete"] % 3]:
@@ -120,7 +146,7 @@ def replay(world: World, fill: list[dict], steps: list[dict]) -> tuple[list, dic
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(crowded())
 def test_the_shortcut_answers_what_the_greedy_finds(
-    case: tuple[World, list[dict], list[dict]],
+    case: tuple[World, list[dict], list[dict], int | None],
 ) -> None:
     with greedy_checked({}):
         replay(*case)
@@ -129,7 +155,7 @@ def test_the_shortcut_answers_what_the_greedy_finds(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(crowded())
 def test_plans_are_the_same_with_and_without_the_shortcut(
-    case: tuple[World, list[dict], list[dict]],
+    case: tuple[World, list[dict], list[dict], int | None],
 ) -> None:
     with_shortcut = replay(*case)
     with pytest.MonkeyPatch.context() as mp:

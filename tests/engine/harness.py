@@ -16,6 +16,11 @@ from apportion.engine.plan import Plan
 from apportion.engine.snapshot import CycleConfig, Snapshot
 
 
+class NoFixedPoint(AssertionError):
+    """Cycles kept changing the state (SPEC 8 lets a simulation stop with exit
+    code 3 then; see docs/scheduling.md, "Preemption cycles")."""
+
+
 def G(n: float) -> int:
     """GPUs to milli."""
     return round(n * 1000)
@@ -107,7 +112,7 @@ class World:
         for i in range(limit):
             if not self.cycle().changes_anything:
                 return i + 1
-        raise AssertionError(f"no fixed point after {limit} cycles")
+        raise NoFixedPoint(f"no fixed point after {limit} cycles")
 
     def advance(self, seconds: int) -> None:
         self.now += seconds

@@ -17,7 +17,7 @@ from apportion.domain.cluster import NodeState
 from apportion.domain.lifecycle import Status, transition
 from apportion.engine import preemption
 from apportion.engine.victim_exhaust import exhaustion_fits
-from tests.engine.harness import World
+from tests.engine.harness import NoFixedPoint, World
 from tests.engine.test_cycle_properties import same_org, submit_step
 
 GPUS = st.sampled_from([0.25, 0.5, 0.75, 1, 1, 2, 4])
@@ -124,22 +124,29 @@ def submit_arrival(w: World, step: dict) -> None:
 def replay(
     world: World, fill: list[dict], steps: list[dict], cordon: int | None,
 ) -> tuple[list, dict[str, str]]:
-    """Fill, maybe cordon node ``cordon``, then submit ``steps`` one by one."""
+    """Fill, maybe cordon node ``cordon``, then submit ``steps`` one by one.
+
+    Some drawn worlds never settle (requeued victims that take their places
+    back in a loop, docs/scheduling.md "Preemption cycles"); the replay ends
+    there, with every search up to that point checked."""
     w = same_org(world)
-    for step in fill:
-        submit_step(w, step)
-    w.settle()
-    if cordon is not None:
-        w.nodes = [replace(n, state=NodeState.CORDONED) if i == cordon else n
-                   for i, n in enumerate(w.nodes)]
-    for step in steps:
-        submit_arrival(w, step)
+    try:
+        for step in fill:
+            submit_step(w, step)
         w.settle()
-        running = [s for s in w.states.values() if s.status is Status.RUNNING]
-        for s in running[: step["complete"] % 3]:
-            w.states[s.id] = transition(s, Status.COMPLETED, w.now)
-        w.advance(30)
-        w.settle()
+        if cordon is not None:
+            w.nodes = [replace(n, state=NodeState.CORDONED) if i == cordon else n
+                       for i, n in enumerate(w.nodes)]
+        for step in steps:
+            submit_arrival(w, step)
+            w.settle()
+            running = [s for s in w.states.values() if s.status is Status.RUNNING]
+            for s in running[: step["complete"] % 3]:
+                w.states[s.id] = transition(s, Status.COMPLETED, w.now)
+            w.advance(30)
+            w.settle()
+    except NoFixedPoint:
+        pass
     return [p.decisions for p in w.plans], {n: w.status(n) for n in w.names}
 
 

@@ -7,24 +7,24 @@ from hypothesis import HealthCheck, given, settings
 from apportion.engine.cache import CycleCache
 from apportion.engine.snapshot import CycleConfig
 from tests.engine.harness import World
-from tests.engine.test_cycle_properties import same_org, submit_step, worlds
+from tests.engine.test_cycle_properties import (
+    complete_and_advance,
+    same_org,
+    submit_step,
+    worlds,
+)
 
 
 def replay(world: World, steps: list[dict], cached: bool) -> list:
     cache = CycleCache()
     w = same_org(world, cache if cached else None)
-    from apportion.domain.lifecycle import Status, transition
-
     for step in steps:
         submit_step(w, step)
         # A plan that is never applied (a dry run, a stale snapshot) must leave
         # no trace in a kept state.
         w.cycle_fn(w.snapshot(), CycleConfig(cycle_id=999))
         w.settle()
-        running = [s for s in w.states.values() if s.status is Status.RUNNING]
-        for s in running[: step["complete"] % 3]:
-            w.states[s.id] = transition(s, Status.COMPLETED, w.now)
-        w.advance(30)
+        complete_and_advance(w, step)
         w.settle()
     if cached:
         assert cache.rebuilds == 1 and cache.updates > 0

@@ -70,6 +70,14 @@ def submit_step(w: World, step: dict) -> None:
              requeue_on_preemption=step["requeue"])
 
 
+def complete_and_advance(w: World, step: dict) -> None:
+    """Complete as many Running workloads as the step says, then 30 s pass."""
+    running = [s for s in w.states.values() if s.status is Status.RUNNING]
+    for s in running[: step["complete"] % 3]:
+        w.states[s.id] = transition(s, Status.COMPLETED, w.now)
+    w.advance(30)
+
+
 def same_org(world: World, cycle_fn: object = None) -> World:
     """A fresh world with ``world``'s pools, nodes and teams (and ``cycle_fn``)."""
     w = World(cycle_fn)
@@ -125,10 +133,7 @@ def test_invariants_hold_after_every_cycle(case: tuple[World, list[dict]]) -> No
         assert run_cycle(snap, CycleConfig(7)) == run_cycle(snap, CycleConfig(7))
         # A fixed point stays one.
         assert not w.cycle().changes_anything
-        done = [s for s in w.states.values() if s.status is Status.RUNNING]
-        for s in done[: step["complete"] % 3]:
-            w.states[s.id] = transition(s, Status.COMPLETED, w.now)
-        w.advance(30)
+        complete_and_advance(w, step)
         w.settle()
         check_invariants(w)
 

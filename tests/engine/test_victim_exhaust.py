@@ -14,11 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apportion.domain.cluster import NodeState
-from apportion.domain.lifecycle import Status, transition
 from apportion.engine import preemption
 from apportion.engine.victim_exhaust import exhaustion_fits
 from tests.engine.harness import NoFixedPoint, World
-from tests.engine.test_cycle_properties import same_org, submit_step
+from tests.engine.test_cycle_properties import complete_and_advance, same_org, submit_step
 
 GPUS = st.sampled_from([0.25, 0.5, 0.75, 1, 1, 2, 4])
 
@@ -140,10 +139,7 @@ def replay(
         for step in steps:
             submit_arrival(w, step)
             w.settle()
-            running = [s for s in w.states.values() if s.status is Status.RUNNING]
-            for s in running[: step["complete"] % 3]:
-                w.states[s.id] = transition(s, Status.COMPLETED, w.now)
-            w.advance(30)
+            complete_and_advance(w, step)
             w.settle()
     except NoFixedPoint:
         pass
@@ -183,16 +179,22 @@ def _shared_devices() -> World:
     return w
 
 
+def _checked_request(gpus: float) -> tuple[World, dict[Any, int]]:
+    """c submits ``gpus`` on the shared devices; every search checked."""
+    counts: dict[Any, int] = {}
+    w = _shared_devices()
+    with greedy_checked(counts):
+        w.submit("want", "c", gpus)
+        w.settle()
+    return w, counts
+
+
 def test_a_search_that_can_never_succeed_is_decided_by_the_shortcut() -> None:
     """c's whole GPU needs a device with nothing on it; every device keeps
     b's reserved quarter, so no choice of a's pods frees one. The greedy
     takes a's pods while a stays over its share, then gives up; the
     shortcut gives the same answer (checked) and the cycle preempts nothing."""
-    counts: dict[Any, int] = {}
-    w = _shared_devices()
-    with greedy_checked(counts):
-        w.submit("want", "c", 1)
-        w.settle()
+    w, counts = _checked_request(1)
     assert counts.get(False, 0) >= 1 and True not in counts
     assert w.status("want") == "Queued"
     reason = w.w("want").reason
@@ -210,11 +212,7 @@ def test_a_search_that_can_never_succeed_is_decided_by_the_shortcut() -> None:
 def test_a_search_that_succeeds_is_left_to_the_greedy() -> None:
     """Same fleet, but c asks for a quarter: the first victim frees room, and
     the shortcut says so as soon as it has taken that one out."""
-    counts: dict[Any, int] = {}
-    w = _shared_devices()
-    with greedy_checked(counts):
-        w.submit("want", "c", 0.25)
-        w.settle()
+    w, counts = _checked_request(0.25)
     assert counts.get(True, 0) >= 1 and False not in counts
     assert w.status("want") == "Running"
     assert len(w.preempted()) == 1

@@ -77,15 +77,8 @@ class VictimIndex:
         bisect.insort(group, item)
         if len(group) == 1:
             self._group_on(key)
-        doms = self._domains_of(w)
-        self.where[w.id] = (key, item, doms)
-        self.milli[w.id] = milli
-        self.max_milli = max(self.max_milli, milli)
-        for dom in doms:
-            sub = self.domains.get(dom)
-            if sub is None:
-                sub = self.domains[dom] = VictimIndex()
-            sub.add(w, rank, milli)
+        for dom in self._record(w, key, item, milli):
+            self._sub(dom).add(w, rank, milli)
 
     def add_many(self, entries: Iterable[tuple[WorkloadState, int, int]]) -> None:
         """:meth:`add` for many (workload, rank, milli) at once, for workloads
@@ -102,19 +95,29 @@ class VictimIndex:
                 self._group_on(key)
             group.append(item)
             touched.add(key)
-            doms = self._domains_of(w)
-            self.where[w.id] = (key, item, doms)
-            self.milli[w.id] = milli
-            self.max_milli = max(self.max_milli, milli)
-            for dom in doms:
+            for dom in self._record(w, key, item, milli):
                 by_domain.setdefault(dom, []).append((w, rank, milli))
         for key in touched:
             self.groups[key].sort()
         for dom, items in by_domain.items():
-            sub = self.domains.get(dom)
-            if sub is None:
-                sub = self.domains[dom] = VictimIndex()
-            sub.add_many(items)
+            self._sub(dom).add_many(items)
+
+    def _record(
+        self, w: WorkloadState, key: GroupKey, item: Item, milli: int
+    ) -> tuple[tuple[str, str], ...]:
+        """Remember where ``w`` is indexed and what it frees; returns its domains."""
+        doms = self._domains_of(w)
+        self.where[w.id] = (key, item, doms)
+        self.milli[w.id] = milli
+        self.max_milli = max(self.max_milli, milli)
+        return doms
+
+    def _sub(self, dom: tuple[str, str]) -> VictimIndex:
+        """The sub-index of ``dom``, made when first needed."""
+        sub = self.domains.get(dom)
+        if sub is None:
+            sub = self.domains[dom] = VictimIndex()
+        return sub
 
     def _domains_of(self, w: WorkloadState) -> tuple[tuple[str, str], ...]:
         if not self.levels:

@@ -31,7 +31,12 @@ if TYPE_CHECKING:
 
 
 def owner_of(w: WorkloadState) -> Owner:
-    return (w.id, w.attempt)
+    return (w.id, w.attempt, 0)
+
+
+def exit_owner(ex: Exiting) -> Owner:
+    """The book's owner of an exiting victim's devices."""
+    return (ex.workload_id, ex.attempt, ex.part)
 
 
 @dataclass(slots=True)
@@ -180,7 +185,7 @@ class WorkingState:
         self._demand_version = dict.fromkeys(self.pools, 0)
         self._shares: dict[str, tuple[int, int, Entitlements]] = {}
         self._provisional: set[int] = set()
-        for ex in sorted(snapshot.exiting, key=lambda e: (e.workload_id, e.attempt)):
+        for ex in sorted(snapshot.exiting, key=exit_owner):
             self.load_exiting(ex, +1)
         self._load_all(sorted(snapshot.workloads, key=lambda w: w.id))
         self._undo.clear()
@@ -206,9 +211,9 @@ class WorkingState:
         if ps is None:
             return
         if sign > 0:
-            ps.cluster.occupy_exiting((ex.workload_id, ex.attempt), ex.placement)
+            ps.cluster.occupy_exiting(exit_owner(ex), ex.placement)
         else:
-            ps.cluster.vacate((ex.workload_id, ex.attempt))
+            ps.cluster.vacate(exit_owner(ex))
 
     def _load_all(self, workloads: list[WorkloadState]) -> None:
         """:meth:`load` for every workload of the snapshot, in bulk: devices

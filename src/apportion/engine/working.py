@@ -142,6 +142,10 @@ class PoolState:
         """``deficit(team) x scale``."""
         return -self.excess_key(team)
 
+    def size_key(self, w: WorkloadState) -> int:
+        """W's size (pods x per-pod charge, SPEC 1) x scale, for 6.2's order."""
+        return w.spec.pods * self.charge(w) * self.scale
+
     def excess(self, team: str) -> Fraction:
         return self.ledger.usage(team) - self.entitlement(team)
 

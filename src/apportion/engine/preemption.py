@@ -81,6 +81,13 @@ class VictimSearch:
         #: excess(c_V) when its verdict last came out "not now" (see _block).
         self._thresholds: dict[str, int] = {}
         self._own = spec.team
+        #: SPEC 6.4 (rev 3), same team: with W added and the victims removed,
+        #: usage(team) x scale may not exceed this (max(entitlement, usage
+        #: before)); None when the rule does not apply (reserved W, holds).
+        self._own_limit: int | None = None
+        if not self._always_passes:
+            scaled_usage = ps.ledger.usage_by_team[self._own] * ps.scale
+            self._own_limit = max(ps.scaled.get(self._own, 0), scaled_usage)
         #: Usage moved on the ledger during a search, by (team, is reserved).
         self._moved: dict[tuple[str, bool], int] = {}
 
@@ -125,6 +132,19 @@ class VictimSearch:
         if self.w.spec.is_reserved or v.team != self.w.team:
             return True
         return v.spec.priority < self.w.spec.priority
+
+    def own_debt(self) -> int:
+        """How far (x scale) W's team is now above what 6.4's same-team rule
+        allows; a same-team victim must free at least this much."""
+        if self._own_limit is None:
+            return 0
+        return self.ps.ledger.usage_by_team[self._own] * self.ps.scale - self._own_limit
+
+    def own_allows(self, v: WorkloadState) -> bool:
+        """6.4's same-team rule for one victim of W's own team, now: with it
+        removed too, the team is no further over its share than before."""
+        debt = self.own_debt()
+        return debt <= 0 or (not v.is_hold and self._milli(v) * self.ps.scale >= debt)
 
     def passes(self, v: WorkloadState) -> bool:
         """SPEC 6.4's test for ``v`` in the working state at this moment."""
@@ -341,6 +361,7 @@ class VictimSearch:
             fits, looked = exhaustion_fits(
                 self.ws, self.ps, self.w, index, self.eligible,
                 self.ps.cluster.probe(self.req, domain=dom), free, self.need,
+                self.own_debt(),
             )
             self.examined += looked
             if not fits:
@@ -355,6 +376,17 @@ class VictimSearch:
                 return False, prio
             return False, None
 
+        static = eligible
+        taken: set[int] = set()
+        if self._own_limit is not None:
+            # Same team (6.4, rev 3): while the team is over what the rule
+            # allows, only a victim that frees enough passes; once one is
+            # taken the team is within it, and the rest pass (see below).
+            def eligible(v: WorkloadState) -> bool:
+                if v.team == own and (v.id in taken or not self.own_allows(v)):
+                    return False
+                return static(v)
+
         # Other teams' placed work in the right index needs no per-item check:
         # the index holds only elastic Starting/Running work, all eligible for W.
         queue = VictimQueue(index, self._teams(), self.ws.workloads.__getitem__,
@@ -366,8 +398,12 @@ class VictimSearch:
                 pick = queue.pick()
                 if pick is None:
                     return None, free
+                was_over = pick.team == own and self.own_debt() > 0
                 free += self.remove(pick)
                 chosen.append(pick)
+                if was_over:  # own candidates skipped as too small may pass now
+                    taken.add(pick.id)
+                    queue.rescan(own)
             return chosen, free
         finally:
             self.examined += queue.examined
@@ -402,6 +438,8 @@ class VictimSearch:
             milli = self._milli(v)
             if free - milli < self.need:
                 continue  # not enough capacity without it: it stays
+            if not self._own_rule_holds_without(v, kept):
+                continue
             if needs_order and self._affects_later(v, kept):
                 spared = self._spare_in_order(v, kept, dom, free - milli)
             else:
@@ -410,6 +448,17 @@ class VictimSearch:
                 kept = [c for c in kept if c is not v]
                 free -= milli
         return kept, free
+
+    def _own_rule_holds_without(self, v: WorkloadState, kept: list[WorkloadState]) -> bool:
+        """6.4's same-team rule after sparing ``v``, read on the final set:
+        if victims of W's own team remain, the team (W added, they removed)
+        is still no further over its share than before. Sparing another
+        team's victim leaves W's team's usage as it is."""
+        if self._own_limit is None or v.team != self._own or v.is_hold:
+            return True
+        if not any(c.team == self._own and c is not v for c in kept):
+            return True
+        return self.own_debt() + self._milli(v) * self.ps.scale <= 0
 
     def _affects_later(self, v: WorkloadState, kept: list[WorkloadState]) -> bool:
         """Could sparing ``v`` break the 6.4 test of a victim chosen after it?

@@ -12,7 +12,10 @@ picks. Their outcome can be known for less:
   taken everything it ever would (its *final set*).
 - That final set does not depend on how picks from different subtrees
   interleave. For elastic W, a candidate V of W's own team passes while W
-  outranks it: every eligible one ends up taken. A candidate under a sibling
+  outranks it and the team, W added and V removed, is no further over its
+  share than before (rev 3). Only own picks move the team's usage, so once
+  one own candidate is taken all the others pass: every eligible one ends up
+  taken if any one of them frees enough on its own, else none is. A candidate under a sibling
   subtree c_V of W's path passes while ``excess(c_V) > max(0, excess(c_W))``
   (W counted, the victims so far removed). Only picks inside c_V move
   ``excess(c_V)`` and the order among c_V's candidates (6.5's order reads
@@ -79,12 +82,14 @@ class _Taking:
 def exhaustion_fits(
     ws: WorkingState, ps: PoolState, w: WorkloadState, index: VictimIndex,
     eligible: Callable[[WorkloadState], bool], probe: FitProbe, free: int, need: int,
+    own_debt: int = 0,
 ) -> tuple[bool, int]:
     """(does W fit on the greedy's final set, candidates looked at).
 
     Call with W's demand counted on the ledger (as the search does) and
     nothing removed yet; ``index`` is the search's index (the pool's or a
-    domain's) and ``eligible`` 6.4's static rules. Changes nothing but
+    domain's), ``eligible`` 6.4's static rules and ``own_debt`` how much (x
+    scale) a same-team victim must free (``VictimSearch.own_debt``). Changes nothing but
     ``probe`` (a fresh one, for this call alone).
     """
     tree = ws.tree
@@ -95,15 +100,20 @@ def exhaustion_fits(
         return True, 0
     groups, lookup, milli_of = index.groups, ws.workloads, index.milli
     prio = w.spec.priority
-    # W's own team: every candidate W outranks (they all pass 6.4).
-    for key in index.team_keys.get(own, ()):
-        items = groups[key]
-        for item in items[:bisect.bisect_left(items, (prio,))]:
-            v = lookup[item[2]]
-            if eligible(v):
-                taking.take(v, milli_of[v.id], 0)
-                if taking.fits():
-                    return True, taking.examined
+    # W's own team: every candidate W outranks, or none (see above).
+    own_items = [
+        lookup[item[2]] for key in index.team_keys.get(own, ())
+        for item in groups[key][:bisect.bisect_left(groups[key], (prio,))]
+    ]
+    own_items = [v for v in own_items if eligible(v)]
+    if own_debt > 0 and not any(
+        not v.is_hold and milli_of[v.id] * ps.scale >= own_debt for v in own_items
+    ):
+        own_items = []
+    for v in own_items:
+        taking.take(v, milli_of[v.id], 0)
+        if taking.fits():
+            return True, taking.examined
     scale = ps.scale
     c_w = own
     for level, parent in enumerate((*path[1:], None)):

@@ -271,6 +271,14 @@ class VictimQueue:
                     self._heap, (rank, flag, item[0], -ex, item[1], item[2], rank, team, version)
                 )
 
+    def rescan(self, team: str) -> None:
+        """Look at ``team``'s candidates from the start again at the next pick
+        (``eligible`` now admits some that it skipped before)."""
+        for key in self._team_keys.get(team, ()):
+            self._pos[key] = 0
+        if self._last is None or self._last.team != team:
+            self._push_team(team)
+
     def pick(self) -> WorkloadState | None:
         """The first candidate, in order, that passes now; None if none does.
 

@@ -252,3 +252,40 @@ def test_victim_order_follows_the_excess_recomputed_after_each_pick() -> None:
     victims = [w.states[d.workload_id].name for d in plan.decisions
                if d.kind is DecisionKind.PREEMPT]
     assert [v[0] for v in victims] == ["a", "a", "b", "a", "b"]
+
+
+def test_least_work_lost_spares_a_long_running_gang() -> None:
+    """SPEC rev 3, 6.5 (from trying the system): a 2-GPU priority-50 job
+    needs room; team x runs a priority-30 2-GPU job (since t=0) and a
+    priority-30 64-GPU gang (since t=10). Revision 2 took the most recently
+    started, the gang; now the least work lost goes first: the 2-GPU job
+    (2 GPUs x 100 s against 64 GPUs x 90 s)."""
+    w = World().pool(nodes=33, gpus=2).team("x").team("y")
+    w.submit("small", "x", 2, priority=30, running=True)
+    w.advance(10)
+    w.submit("gang", "x", 2, pods=32, priority=30, running=True)
+    w.advance(90)
+    w.submit("urgent", "y", 2, priority=50)
+    w.settle()
+    assert w.preempted() == ["small"]
+    assert w.status("gang") == "Running" and w.status("urgent") == "Running"
+
+
+def test_work_lost_is_read_at_the_cycle_s_time() -> None:
+    """Which of two Running jobs loses less work changes with time when their
+    sizes differ: 1 GPU since t=0 against 4 GPUs since t=100. At t=120 the
+    big one has lost less (80 against 120 GPU-seconds), at t=150 the small
+    one has (150 against 200); revision 2 took the most recently started,
+    the big one, at both times."""
+    def victim(at: int) -> str:
+        w = World().pool(nodes=1, gpus=5).team("x").team("y")
+        w.submit("one", "x", 1, priority=30, running=True)
+        w.advance(100)
+        w.submit("big", "x", 4, priority=30, running=True)
+        w.advance(at - 100)
+        w.submit("urgent", "y", 1, priority=50)
+        w.settle()
+        (name,) = w.preempted()
+        return name
+    assert victim(120) == "big"
+    assert victim(150) == "one"

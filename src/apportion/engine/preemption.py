@@ -67,6 +67,7 @@ class VictimSearch:
         self, ws: WorkingState, ps: PoolState, w: WorkloadState, *, for_hold: bool = False
     ) -> None:
         self.ws, self.ps, self.w, self.for_hold = ws, ps, w, for_hold
+        ps.victims.set_now(ws.snapshot.now)  # 6.5's work lost is read now
         spec = w.spec
         self.pods = spec.min_pods if spec.min_pods < spec.pods else spec.pods
         self.req: PlacementRequest = ps.request(w, self.pods)
@@ -310,7 +311,7 @@ class VictimSearch:
         prio, own = self.w.spec.priority, self.w.team
         for key in team_keys.get(own, ()):
             head = groups[key][0]
-            if head[0] < prio and head[2] != self.w.id:
+            if head[0] < prio and head[3] != self.w.id:
                 return True
         c_w = own
         for parent in (*tree.path(own)[1:], None):

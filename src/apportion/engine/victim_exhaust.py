@@ -102,7 +102,7 @@ def exhaustion_fits(
     prio = w.spec.priority
     # W's own team: every candidate W outranks, or none (see above).
     own_items = [
-        lookup[item[2]] for key in index.team_keys.get(own, ())
+        lookup[item[3]] for key in index.team_keys.get(own, ())
         for item in groups[key][:bisect.bisect_left(groups[key], (prio,))]
     ]
     own_items = [v for v in own_items if eligible(v)]
@@ -140,7 +140,7 @@ def _drain(
     True as soon as W fits.
 
     The order is :class:`VictimQueue`'s: (rank, over entitlement first,
-    priority, largest team excess, most recently started, id), with a team's
+    priority, largest team excess, least work lost, most recently started, id), with a team's
     excess recomputed after each of its picks. Groups of placed work hold
     only eligible candidates; nominations only while W outranks them."""
     groups, team_keys, milli_of, lookup = index.groups, index.team_keys, index.milli, ws.workloads
@@ -150,7 +150,7 @@ def _drain(
     pos: dict[tuple[int, str], int] = {}
     version: dict[str, int] = {}
 
-    def head(key: tuple[int, str]) -> tuple[int, int, int] | None:
+    def head(key: tuple[int, str]) -> tuple[int, int, int, int] | None:
         items = groups[key]
         at = pos.get(key, 0)
         if key[0] != NOMINATION:
@@ -158,7 +158,7 @@ def _drain(
         end = bisect.bisect_left(items, (prio,), at)
         while at < end:
             item = items[at]
-            if eligible(lookup[item[2]]):
+            if eligible(lookup[item[3]]):
                 pos[key] = at
                 return item
             at += 1
@@ -166,7 +166,7 @@ def _drain(
         return None
 
     # The first fill: appended, then one heapify.
-    heap: list[tuple[int, int, int, int, int, int, str, int]] = []
+    heap: list[tuple[int, int, int, int, int, int, int, str, int]] = []
     for team in ws.leaves_under(sib):
         keys = team_keys.get(team)
         if keys is None:
@@ -177,11 +177,11 @@ def _drain(
         for key in keys:
             item = groups[key][0] if key[0] != NOMINATION else head(key)
             if item is not None:
-                heap.append((key[0], flag, item[0], -ex, item[1], item[2], team, 0))
+                heap.append((key[0], flag, item[0], -ex, item[1], item[2], item[3], team, 0))
     heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
     while excess > floor and heap:
-        rank, _f, _p, _e, _s, vid, team, ver = pop(heap)
+        rank, _f, _p, _e, _lost, _s, vid, team, ver = pop(heap)
         if ver != version[team]:
             continue
         key = (rank, team)
@@ -202,5 +202,5 @@ def _drain(
         for key in team_keys[team]:
             item = head(key)
             if item is not None:
-                push(heap, (key[0], flag, item[0], -ex, item[1], item[2], team, ver))
+                push(heap, (key[0], flag, item[0], -ex, item[1], item[2], item[3], team, ver))
     return False

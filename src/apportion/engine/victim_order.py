@@ -3,8 +3,9 @@ of SPEC 6.5 over it.
 
 :class:`VictimIndex` holds, per pool, the elastic Starting/Running work and the
 nominations and holds, grouped by (state rank, leaf team), each group sorted
-cheapest first: lowest priority, most recently started, id. It changes only
-when the cycle commits a decision, never during a search, so a search reads it
+cheapest first: lowest priority, least work lost, most recently started, id.
+It changes only when the cycle commits a decision (and work lost is re-read
+when a search first runs at a new time), never during a search, so a search reads it
 with cursors and copies nothing.
 
 :class:`VictimQueue` yields, one pick at a time, the first candidate in 6.5's
@@ -27,7 +28,9 @@ from apportion.domain.lifecycle import WorkloadState
 NOMINATION, STARTING, RUNNING = 0, 1, 2
 
 GroupKey = tuple[int, str]
-Item = tuple[int, int, int]  # (priority, -started_at, id): cheapest first
+#: (priority, work lost, -started_at, id): cheapest first (SPEC 6.5). Work lost
+#: is milli x (now - running_at) for Running work, 0 otherwise.
+Item = tuple[int, int, int, int]
 
 
 class VictimIndex:
@@ -39,11 +42,13 @@ class VictimIndex:
     """
 
     __slots__ = (
-        "_labels", "domains", "groups", "levels", "max_milli", "milli", "team_keys", "where",
+        "_labels", "_running_at", "domains", "groups", "levels", "max_milli", "milli", "now",
+        "team_keys", "where",
     )
 
     def __init__(
-        self, levels: tuple[str, ...] = (), node_labels: Mapping[str, Mapping[str, str]] = {}
+        self, levels: tuple[str, ...] = (), node_labels: Mapping[str, Mapping[str, str]] = {},
+        now: int = 0,
     ) -> None:
         self.groups: dict[GroupKey, list[Item]] = {}
         self.where: dict[int, tuple[GroupKey, Item, tuple[tuple[str, str], ...]]] = {}
@@ -55,6 +60,10 @@ class VictimIndex:
         self.domains: dict[tuple[str, str], VictimIndex] = {}
         #: Per team, the keys of its non-empty groups in rank order.
         self.team_keys: dict[str, list[GroupKey]] = {}
+        #: The time work lost is read at (see :meth:`set_now`).
+        self.now = now
+        #: running_at of the indexed Running work, by id.
+        self._running_at: dict[int, int] = {}
 
     def _group_on(self, key: GroupKey) -> None:
         """``key``'s group just became non-empty."""
@@ -72,7 +81,7 @@ class VictimIndex:
         """Index ``w`` (replacing any earlier entry) with the milli it would free."""
         self.discard(w.id)
         key = (rank, w.team)
-        item = (w.spec.priority, -(w.started_at or 0), w.id)
+        item = self._item(w, rank, milli)
         group = self.groups.setdefault(key, [])
         bisect.insort(group, item)
         if len(group) == 1:
@@ -89,7 +98,7 @@ class VictimIndex:
             if w.id in self.where:
                 raise ValueError(f"workload {w.id} is indexed already")
             key = (rank, w.team)
-            item = (w.spec.priority, -(w.started_at or 0), w.id)
+            item = self._item(w, rank, milli)
             group = self.groups.setdefault(key, [])
             if not group:
                 self._group_on(key)
@@ -101,6 +110,36 @@ class VictimIndex:
             self.groups[key].sort()
         for dom, items in by_domain.items():
             self._sub(dom).add_many(items)
+
+    def _item(self, w: WorkloadState, rank: int, milli: int) -> Item:
+        """``w``'s place in its group; remembers running_at for :meth:`set_now`."""
+        lost = 0
+        if rank == RUNNING and w.running_at is not None:
+            self._running_at[w.id] = w.running_at
+            lost = milli * max(0, self.now - w.running_at)
+        return (w.spec.priority, lost, -(w.started_at or 0), w.id)
+
+    def set_now(self, now: int) -> None:
+        """Read work lost at ``now``: Running items are re-keyed and their
+        groups re-sorted (the order between two of them can change with
+        time when their sizes differ). Done when a search first needs it in
+        a cycle, so a kept index costs nothing in cycles without searches."""
+        if now == self.now:
+            return
+        self.now = now
+        for key, group in self.groups.items():
+            if key[0] != RUNNING:
+                continue
+            for i, (prio, _lost, started, wid) in enumerate(group):
+                at = self._running_at.get(wid)
+                lost = self.milli[wid] * max(0, now - at) if at is not None else 0
+                item = (prio, lost, started, wid)
+                group[i] = item
+                old = self.where[wid]
+                self.where[wid] = (old[0], item, old[2])
+            group.sort()
+        for sub in self.domains.values():
+            sub.set_now(now)
 
     def _record(
         self, w: WorkloadState, key: GroupKey, item: Item, milli: int
@@ -116,7 +155,7 @@ class VictimIndex:
         """The sub-index of ``dom``, made when first needed."""
         sub = self.domains.get(dom)
         if sub is None:
-            sub = self.domains[dom] = VictimIndex()
+            sub = self.domains[dom] = VictimIndex(now=self.now)
         return sub
 
     def _domains_of(self, w: WorkloadState) -> tuple[tuple[str, str], ...]:
@@ -142,6 +181,7 @@ class VictimIndex:
         if not group:
             self._group_off(key)
         del self.milli[wid]
+        self._running_at.pop(wid, None)
         for dom in doms:
             self.domains[dom].discard(wid)
 
@@ -149,7 +189,7 @@ class VictimIndex:
         """The sub-index of one domain; None if ``dom``'s level is not indexed."""
         if dom[0] not in self.levels:
             return None
-        return self.domains.get(dom) or VictimIndex()
+        return self.domains.get(dom) or VictimIndex(now=self.now)
 
     def teams(self) -> list[str]:
         return sorted(self.team_keys)
@@ -161,7 +201,7 @@ class Verdict(enum.Enum):
     FAIL_FOREVER = 2  # cannot pass again in this search
 
 
-Entry = tuple[int, int, int, int, int, int, int, str, int]
+Entry = tuple[int, int, int, int, int, int, int, int, str, int]
 
 
 class VictimQueue:
@@ -235,7 +275,9 @@ class VictimQueue:
                 else:
                     item = self._head(key)
                 if item is not None:
-                    heap.append((rank, flag, item[0], -ex, item[1], item[2], rank, team, 1))
+                    heap.append(
+                        (rank, flag, item[0], -ex, item[1], item[2], item[3], rank, team, 1)
+                    )
         heapq.heapify(heap)
 
     def _head(self, key: GroupKey) -> Item | None:
@@ -250,7 +292,7 @@ class VictimQueue:
             return items[pos] if pos < end else None
         while pos < end:
             item = items[pos]
-            if self._eligible(self._lookup(item[2])):
+            if self._eligible(self._lookup(item[3])):
                 self._pos[key] = pos
                 return item
             pos += 1
@@ -268,7 +310,8 @@ class VictimQueue:
             if item is not None:
                 rank = key[0]
                 heapq.heappush(
-                    self._heap, (rank, flag, item[0], -ex, item[1], item[2], rank, team, version)
+                    self._heap,
+                    (rank, flag, item[0], -ex, item[1], item[2], item[3], rank, team, version),
                 )
 
     def rescan(self, team: str) -> None:
@@ -300,12 +343,12 @@ class VictimQueue:
         found: WorkloadState | None = None
         while self._heap:
             entry = heapq.heappop(self._heap)
-            rank, team, version = entry[6], entry[7], entry[8]
+            rank, team, version = entry[7], entry[8], entry[9]
             if version != self._version.get(team, 1) or team in self._dead:
                 continue
             key = (rank, team)
             pos = self._pos.get(key, 0)
-            v = self._lookup(self._index.groups[key][pos][2])
+            v = self._lookup(self._index.groups[key][pos][3])
             self.examined += 1
             verdict = self._test(v)
             if verdict is Verdict.PASS:

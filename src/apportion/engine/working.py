@@ -173,7 +173,7 @@ class WorkingState:
                 snapshot.pools[name], Ledger(self.tree, name), cluster, cluster.capacity,
                 node_labels=labels,
                 schedulable=frozenset(n.name for n in nodes if n.is_schedulable),
-                victims=VictimIndex(snapshot.pools[name].topology, labels),
+                victims=VictimIndex(snapshot.pools[name].topology, labels, snapshot.now),
             )
         self._undo: list[tuple[str, PoolState, int, bool, int]] = []
         self._never: dict[tuple[int, str], bool] = {}

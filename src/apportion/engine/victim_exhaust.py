@@ -40,20 +40,24 @@ from collections.abc import Callable
 
 from apportion.domain.lifecycle import WorkloadState
 from apportion.engine.placement.probe import FitProbe
+from apportion.engine.victim_index import PodVictim, candidate
 from apportion.engine.victim_order import NOMINATION, VictimIndex
-from apportion.engine.working import PoolState, WorkingState, owner_of
+from apportion.engine.working import PoolState, WorkingState, freed_by
 
 
 class _Taking:
     """The victims taken so far: devices out of the probe, milli freed, and
     usage removed under each team of W's path (for the caps)."""
 
-    __slots__ = ("caps", "examined", "free", "need", "path_usage", "probe", "removed")
+    __slots__ = (
+        "caps", "examined", "free", "need", "path_usage", "pods_out", "probe", "ps", "removed",
+    )
 
     def __init__(self, ps: PoolState, path: tuple[str, ...], probe: FitProbe,
                  free: int, need: int) -> None:
         led = ps.ledger
-        self.probe, self.free, self.need = probe, free, need
+        self.ps, self.probe, self.free, self.need = ps, probe, free, need
+        self.pods_out: dict[int, set[int]] = {}  # pods taken as shrinks, by id
         #: (index on W's path, cap) for each capped team of the path.
         self.caps = [(i, cap) for i, a in enumerate(path) if (cap := led.cap(a)) is not None]
         self.path_usage = [led.usage(a) for a in path]  # W already counted
@@ -62,12 +66,18 @@ class _Taking:
         self.removed = [0] * (len(path) + 1)
         self.examined = 0
 
-    def take(self, v: WorkloadState, milli: int, slot: int) -> None:
+    def take(self, v: WorkloadState, slot: int) -> int:
+        """Take ``v`` out; returns the milli it frees."""
         self.examined += 1
-        self.probe.take_out(owner_of(v))
+        owners, milli = freed_by(self.ps, v, self.pods_out)
+        if isinstance(v, PodVictim):
+            self.pods_out.setdefault(v.id, set()).add(v.pod)
+        for owner in owners:
+            self.probe.take_out(owner)
         self.free += milli
         if not v.is_hold:  # holds are claims, not usage
             self.removed[slot] += milli
+        return milli
 
     def under(self, i: int) -> int:
         """Usage taken out under path[i]: W's team and the siblings below path[i]."""
@@ -98,20 +108,20 @@ def exhaustion_fits(
     taking = _Taking(ps, path, probe, free, need)
     if taking.fits():
         return True, 0
-    groups, lookup, milli_of = index.groups, ws.workloads, index.milli
+    groups, lookup = index.groups, ws.workloads
     prio = w.spec.priority
     # W's own team: every candidate W outranks, or none (see above).
     own_items = [
-        lookup[item[3]] for key in index.team_keys.get(own, ())
+        (candidate(lookup, item), item) for key in index.team_keys.get(own, ())
         for item in groups[key][:bisect.bisect_left(groups[key], (prio,))]
     ]
-    own_items = [v for v in own_items if eligible(v)]
+    own_items = [(v, item) for v, item in own_items if eligible(v)]
     if own_debt > 0 and not any(
-        not v.is_hold and milli_of[v.id] * ps.scale >= own_debt for v in own_items
+        not v.is_hold and index.item_milli(item) * ps.scale >= own_debt for v, item in own_items
     ):
         own_items = []
-    for v in own_items:
-        taking.take(v, milli_of[v.id], 0)
+    for v, _item in own_items:
+        taking.take(v, 0)
         if taking.fits():
             return True, taking.examined
     scale = ps.scale
@@ -143,14 +153,14 @@ def _drain(
     priority, largest team excess, least work lost, most recently started, id), with a team's
     excess recomputed after each of its picks. Groups of placed work hold
     only eligible candidates; nominations only while W outranks them."""
-    groups, team_keys, milli_of, lookup = index.groups, index.team_keys, index.milli, ws.workloads
+    groups, team_keys, lookup = index.groups, index.team_keys, ws.workloads
     scale, usage, scaled = ps.scale, ps.ledger.usage_by_team, ps.scaled
     excess = ps.excess_key(sib)
     team_ex: dict[str, int] = {}
     pos: dict[tuple[int, str], int] = {}
     version: dict[str, int] = {}
 
-    def head(key: tuple[int, str]) -> tuple[int, int, int, int] | None:
+    def head(key: tuple[int, str]) -> tuple[int, int, int, int, int] | None:
         items = groups[key]
         at = pos.get(key, 0)
         if key[0] != NOMINATION:
@@ -158,7 +168,7 @@ def _drain(
         end = bisect.bisect_left(items, (prio,), at)
         while at < end:
             item = items[at]
-            if eligible(lookup[item[3]]):
+            if eligible(candidate(lookup, item)):
                 pos[key] = at
                 return item
             at += 1
@@ -181,14 +191,14 @@ def _drain(
     heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
     while excess > floor and heap:
-        rank, _f, _p, _e, _lost, _s, vid, team, ver = pop(heap)
+        rank, _f, _p, _e, _lost, _s, _vid, team, ver = pop(heap)
         if ver != version[team]:
             continue
         key = (rank, team)
-        pos[key] = pos.get(key, 0) + 1
-        v = lookup[vid]
-        milli = milli_of[vid]
-        taking.take(v, milli, slot)
+        at = pos.get(key, 0)
+        pos[key] = at + 1
+        v = candidate(lookup, groups[key][at])
+        milli = taking.take(v, slot)
         if taking.fits():
             return True
         ex = team_ex[team]

@@ -4,7 +4,9 @@ never leaves the team further over its entitlement than it was (6.4)."""
 
 from __future__ import annotations
 
-from tests.engine.harness import World
+import pytest
+
+from tests.engine.harness import NoFixedPoint, World
 
 
 def _world() -> World:
@@ -62,3 +64,35 @@ def test_a_same_team_victim_that_frees_enough_is_taken_over_a_smaller_one() -> N
     w.settle()
     assert w.status("half") == "Preempted" and w.status("tiny") == "Running"
     assert w.status("w") == "Running"
+
+
+def _capped_pair() -> World:
+    """t1 reserves 4 of 16 GPUs with a burst limit of 50% (a cap of 6); its
+    leaves a and b have equal weight. a runs f5 (2 x 0.25, priority 75) and
+    f11 (3 x 1, priority 50, requeued if preempted); b runs f8 (3 x 0.75,
+    priority 50) and waits with f0 (2 x 0.75, priority 50, requeued), which
+    the cap keeps out. Shares: a 3.25, b 2.75."""
+    w = World().pool(nodes=4, gpus=4)
+    w.team("t1", limit=50, main=4).team("a", "t1").team("b", "t1")
+    w.submit("f0", "b", 0.75, pods=2, priority=50, requeue_on_preemption=True)
+    w.submit("f5", "a", 0.25, pods=2, priority=75)
+    w.submit("f8", "b", 0.75, pods=3, priority=50)
+    w.submit("f11", "a", 1, pods=3, priority=50, requeue_on_preemption=True)
+    w.settle()
+    return w
+
+
+@pytest.mark.xfail(raises=NoFixedPoint, strict=True, reason=(
+    "SPEC rev 3 still allows this cycle (docs/scheduling.md, 'A cycle revision 3 "
+    "allows'); strict: it fails loudly once a rule change ends it"))
+def test_a_low_priority_job_riding_on_its_team_s_share_starts_a_cycle() -> None:
+    """b submits f13 (0.5 GPU, priority 25, requeued). The cap is full, so f13
+    must preempt inside t1: a is 0.25 over its share, b with f13 exactly at
+    its share, so 6.4 lets f13 take f11 (priority 50, a's cheapest). f0
+    starts in the room f11 left, b is 1.5 over; the requeued f11 takes f13
+    and f0 back (a ends 0.25 over, less than b's 1.5) — and again."""
+    w = _capped_pair()
+    assert [w.status(n) for n in ("f0", "f5", "f8", "f11")] == [
+        "Queued", "Running", "Running", "Running"]
+    w.submit("f13", "b", 0.5, priority=25, requeue_on_preemption=True)
+    w.settle(30)

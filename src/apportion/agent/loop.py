@@ -6,7 +6,9 @@ Outbound only. One loop, one thread; each pass is these steps:
    (state file) — this step needs no network and also runs while the control
    plane is unreachable, so outcomes are never lost.
 2. **Heartbeat** on (re)connection and every ``heartbeat_interval``: the
-   inventory plus every run's last status (the server reconciles from it).
+   inventory plus every run's last status (the server reconciles from it). The
+   runs' new log bytes are shipped just before it, as the statuses it carries
+   may end a run.
 3. **Logs, then flush**: ship the new bytes of the runs' log files (so a run's
    output is on the server before its outcome), then the outbox in order; a
    report is removed once acknowledged.
@@ -156,6 +158,10 @@ class Agent:
     def step(self) -> None:
         """One reconcile pass (steps 1-4 of the module docstring)."""
         self.observe()
+        # Logs first: a heartbeat carries the outbox's statuses (a run that ended
+        # during an outage is reported by it), and a run's output must be on the
+        # server before its outcome.
+        self.ship_logs()
         if not self.is_connected or (
             self.clock.now() - self._last_heartbeat >= self.options.heartbeat_interval
         ):

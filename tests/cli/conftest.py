@@ -119,10 +119,12 @@ class Org:
 
 
 @contextlib.contextmanager
-def new_org(server_url: str, tmp_path: Path) -> Iterator[Org]:
-    n = next(_org_numbers)
+def new_org(server_url: str, tmp_path: Path, slug: str | None = None) -> Iterator[Org]:
+    """A new organization ``slug`` (default ``cli<n>``, numbered in creation order)."""
+    if slug is None:
+        slug = f"cli{next(_org_numbers)}"
     with ApportionClient(server_url, BOOTSTRAP_TOKEN) as root:
-        created = root.create_organization(f"cli{n}", f"CLI test {n}")
+        created = root.create_organization(slug, f"CLI test {slug}")
     token = created["admin_token"]["token"]
     with ApportionClient(server_url, token) as admin:
         yield Org(server_url, token, tmp_path / "config.yaml", admin)

@@ -245,15 +245,18 @@ class Agent:
         self.is_connected = True
 
     def _run_statuses(self) -> list[dict[str, Any]]:
-        """Every run's last status: what is queued, else ``running`` if reported so."""
+        """Every run's last status: what is queued, else ``running`` if reported so.
+        A queued report keeps its message and exit code: the server may apply it
+        from the heartbeat, and the later report is then a duplicate."""
         latest: dict[str, dict[str, Any]] = {}
         for rid, rec in self.state.runs.items():
             if rec.reported == "running":
                 latest[rid] = {"workload_id": rec.run.workload_id, "attempt": rec.run.attempt,
                                "run_id": rid, "status": "running"}
         for item in self.state.outbox:
-            latest[item["run_id"]] = {k: item[k] for k in
-                                      ("workload_id", "attempt", "run_id", "status")}
+            latest[item["run_id"]] = {k: item.get(k) for k in
+                                      ("workload_id", "attempt", "run_id", "status", "message",
+                                       "exit_code")}
         return [latest[k] for k in sorted(latest)]
 
     # -- 3. logs and flush ------------------------------------------------------------------

@@ -9,6 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
+
+# lightkube is the 'kubernetes' extra: without it (a plain `pip install -e .[dev]`)
+# these tests are skipped with a reason instead of stopping the whole run at
+# collection. scripts/_env.sh and CI install the extra, so they run there.
+pytest.importorskip("lightkube", reason="the 'kubernetes' extra (lightkube) is not installed")
+
 from lightkube import codecs
 from lightkube.resources.batch_v1 import Job
 
@@ -177,3 +183,33 @@ def test_jobs_nobody_asked_for_show_up_in_poll(kube: FakeKube) -> None:
     assert [o.run_id for o in fresh.poll()] == ["w9-a1"]
     fresh.stop("w9-a1", 0)
     assert kube.objects["jobs"] == {}
+
+
+def test_from_config_takes_the_settings_it_knows_and_the_current_kubeconfig(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "https://kube.example:6443"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    }))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    ex = KubernetesExecutor.from_config({
+        "pool": "gpu-b", "namespace": "batch", "default_image": "python:3.11",
+        "gpu_memory_mib": 24000, "topology_labels": {"rack": "example.com/rack"},
+        "speed": 10, "nodes": [],  # settings of other executors are ignored
+    })
+    assert ex.s == KubeSettings(namespace="batch", pool="gpu-b", default_image="python:3.11",
+                                gpu_memory_mib=24000,
+                                topology_labels={"rack": "example.com/rack"})
+    assert ex.client.namespace == "batch"  # no request made: the client is only configured
+    default = KubernetesExecutor.from_config({"pool": "p"})
+    assert default.s.namespace == "apportion" and default.s.pool == "p"
+    from apportion.agent.factory import build_executor
+
+    built = build_executor("kubernetes", {"namespace": "x", "pool": "ignored"}, tmp_path,
+                           pool="gpu-c")
+    assert isinstance(built, KubernetesExecutor)
+    assert (built.s.namespace, built.s.pool) == ("x", "gpu-c")  # the agent's --pool wins

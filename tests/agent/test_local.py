@@ -10,6 +10,7 @@ from apportion.agent.executors.local import LocalExecutor
 from apportion.agent.model import ExecSpec, Run, RunStatus
 from apportion.domain.workload import DeviceShare, PodPlacement
 from tests.agent.conftest import Cluster, wait_for
+from tests.timing import ManualClock
 
 
 def _run(command: list[str], *, rid: str = "w1-a1", pods: int = 1, milli: int = 1000,
@@ -21,9 +22,12 @@ def _run(command: list[str], *, rid: str = "w1-a1", pods: int = 1, milli: int = 
                                                       command=tuple(command)))
 
 
-def _executor(tmp_path: Path) -> LocalExecutor:
+def _executor(tmp_path: Path, clock: ManualClock | None = None) -> LocalExecutor:
+    """With ``clock``, grace periods (SIGTERM → SIGKILL) end only when the test
+    advances it, so no check depends on how fast the machine is."""
     return LocalExecutor(tmp_path, node="box", gpus=4, gpu_memory_mib=40960,
-                         use_nvidia_smi=False)
+                         use_nvidia_smi=False,
+                         clock=clock.monotonic if clock else time.monotonic)
 
 
 def _final(ex: LocalExecutor, rid: str, timeout: float = 10.0) -> RunStatus:
@@ -31,6 +35,10 @@ def _final(ex: LocalExecutor, rid: str, timeout: float = 10.0) -> RunStatus:
         obs = {o.run_id: o for o in ex.poll()}[rid]
         return obs.status if obs.status.is_final else None
     return wait_for(check, timeout, f"{rid} to end")  # type: ignore[no-any-return]
+
+
+def _status(ex: LocalExecutor, rid: str) -> RunStatus:
+    return {o.run_id: o for o in ex.poll()}[rid].status
 
 
 def test_pods_get_devices_env_and_a_log_file(tmp_path: Path) -> None:
@@ -54,30 +62,33 @@ def test_fraction_gets_a_memory_limit(tmp_path: Path) -> None:
 
 
 def test_non_zero_exit_fails_the_run_and_stops_its_gang(tmp_path: Path) -> None:
-    ex = _executor(tmp_path)
-    script = 'if [ "$APPORTION_POD_INDEX" = 1 ]; then exit 3; fi; sleep 30'
+    clock = ManualClock()  # the failure grace never runs out: SIGTERM must stop pod 0
+    ex = _executor(tmp_path, clock)
+    script = 'if [ "$APPORTION_POD_INDEX" = 1 ]; then exit 3; fi; sleep 300'
     ex.start(_run(["sh", "-c", script], pods=2))
-    started = time.monotonic()
-    assert _final(ex, "w1-a1") is RunStatus.FAILED
-    assert time.monotonic() - started < 5
+    assert _final(ex, "w1-a1", timeout=30) is RunStatus.FAILED
     obs = ex.poll()[0]
     assert obs.message == "pod 1 exited with code 3" and obs.exit_code == 3
+    assert all(p.is_gone for p in ex.runs["w1-a1"].pods)  # the sleeping pod was stopped
 
 
 def test_stop_escalates_from_sigterm_to_sigkill_after_the_grace(tmp_path: Path) -> None:
-    ex = _executor(tmp_path)
-    stubborn = _run(["sh", "-c", 'trap "" TERM; echo ready; sleep 30'], rid="w1-a1")
-    polite = _run(["sleep", "30"], rid="w2-a1")
+    clock = ManualClock()
+    ex = _executor(tmp_path, clock)
+    stubborn = _run(["sh", "-c", 'trap "" TERM; echo ready; sleep 300'], rid="w1-a1")
+    polite = _run(["sleep", "300"], rid="w2-a1")
     ex.start(stubborn)
     ex.start(polite)
-    wait_for(lambda: "ready" in (ex.log_dir(1, 1) / "pod-0.log").read_text(), 5, "trap set")
-    started = time.monotonic()
-    ex.stop("w1-a1", 0.6)
+    wait_for(lambda: "ready" in (ex.log_dir(1, 1) / "pod-0.log").read_text(), 10, "trap set")
+    ex.stop("w1-a1", 5)
     ex.stop("w2-a1", 10)
-    assert _final(ex, "w2-a1") is RunStatus.STOPPED  # SIGTERM is enough
-    assert time.monotonic() - started < 0.6
-    assert _final(ex, "w1-a1") is RunStatus.STOPPED  # needed SIGKILL
-    assert 0.6 <= time.monotonic() - started < 3
+    # no grace has run out on the executor's clock: only SIGTERM was sent
+    assert _final(ex, "w2-a1", timeout=30) is RunStatus.STOPPED  # SIGTERM is enough
+    assert _status(ex, "w1-a1") is RunStatus.RUNNING  # it ignores SIGTERM
+    clock.advance(4.9)
+    assert _status(ex, "w1-a1") is RunStatus.RUNNING  # still within its 5 s grace
+    clock.advance(0.1)  # the grace is over: the next poll sends SIGKILL
+    assert _final(ex, "w1-a1", timeout=30) is RunStatus.STOPPED  # needed SIGKILL
 
 
 def test_a_new_executor_adopts_running_and_finished_processes(tmp_path: Path) -> None:
@@ -109,13 +120,13 @@ def test_round_trip_through_the_control_plane(cluster: Cluster, tmp_path: Path) 
 
 
 def test_a_stop_right_after_the_start_is_never_missed(tmp_path: Path) -> None:
-    ex = _executor(tmp_path)
+    clock = ManualClock()  # the 20 s grace never runs out: only SIGTERM can stop them
+    ex = _executor(tmp_path, clock)
     for i in range(1, 11):
-        ex.start(_run(["sleep", "30"], rid=f"w{i}-a1"))
+        ex.start(_run(["sleep", "300"], rid=f"w{i}-a1"))
         if i % 2:
-            time.sleep(0.005 * i)  # vary where in the wrapper's start-up the stop lands
+            # not a wait for anything: varies where in the wrapper's start-up the stop lands
+            time.sleep(0.005 * i)
         ex.stop(f"w{i}-a1", 20)
-    started = time.monotonic()
     for i in range(1, 11):
-        assert _final(ex, f"w{i}-a1") is RunStatus.STOPPED
-    assert time.monotonic() - started < 5  # SIGTERM did it, not the 20 s SIGKILL
+        assert _final(ex, f"w{i}-a1", timeout=30) is RunStatus.STOPPED

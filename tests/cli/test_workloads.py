@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import yaml
@@ -138,23 +139,57 @@ def spawn(org: Org, *args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+class Lines:
+    """The stdout of a spawned command, read line by line in a thread, so a test can
+    wait (bounded) for a line without blocking on a pipe."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def rows(self) -> list[list[str]]:
+        return [line.split() for line in list(self.lines)]
+
+    def finish(self, timeout: float = 30) -> int:
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=timeout)
+        return code
+
+
 def test_watch_get_until_finished_and_list_sees_a_preemption(org: Org) -> None:
     agent = seed_org(org)
     victim = submit(org, "victim", "vision", 4, priority=10)
     org.run(agent, victim)
     other = submit(org, "other", "nlp", 4, priority=10)
     org.run(agent, other)
-    watch_list = spawn(org, "workloads", "list", "-w", "--timeout", "3")
-    watch_get = spawn(org, "workloads", "get", "victim", "-w", "--timeout", "6")
-    for proc, lines in ((watch_list, 3), (watch_get, 2)):  # first tables are out
-        for _ in range(lines):
-            assert proc.stdout is not None and proc.stdout.readline()
-    org.ok("submit", "prod", "--team", "production", "--gpus", "2", "--class", "reserved")
-    got, _ = watch_get.communicate(timeout=20)
-    listed, _ = watch_list.communicate(timeout=20)
-    assert watch_get.returncode == 0 and watch_list.returncode == 0
-    rows = [line.split() for line in got.splitlines()]
-    assert rows[-1][6] == "Preempted"  # it stops when the workload has finished
-    changes = [(r[1], r[6]) for r in (line.split() for line in listed.splitlines())]
-    assert ("victim", "Preempted") in changes
-    assert {s for n, s in changes if n == "prod"} & {"Pending", "Queued", "Starting"}
+    # Long timeouts: ``get -w`` ends by itself when the workload finishes; ``list -w``
+    # is stopped by the test once it has shown what the test waits for.
+    watch_list = Lines(spawn(org, "workloads", "list", "-w", "--timeout", "120"))
+    watch_get = Lines(spawn(org, "workloads", "get", "victim", "-w", "--timeout", "120"))
+    try:
+        for lines, count in ((watch_list, 3), (watch_get, 2)):  # first tables are out
+            wait_for(lambda lines=lines, count=count: len(lines.lines) >= count, 60,
+                     "the first table")
+        org.ok("submit", "prod", "--team", "production", "--gpus", "2", "--class", "reserved")
+        assert watch_get.finish(timeout=60) == 0
+        rows = watch_get.rows()
+        assert rows[-1][6] == "Preempted"  # it stops when the workload has finished
+
+        def changes() -> list[tuple[str, str]]:
+            return [(r[1], r[6]) for r in watch_list.rows() if len(r) > 6]
+
+        wait_for(lambda: ("victim", "Preempted") in changes(), 60, "the preemption listed")
+        wait_for(lambda: {s for n, s in changes() if n == "prod"}
+                 & {"Pending", "Queued", "Starting"}, 60, "prod listed")
+    finally:
+        for watch in (watch_list, watch_get):
+            if watch.proc.poll() is None:
+                watch.proc.terminate()
+            watch.finish()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import inspect
 
 from apportion.domain.workload import make_spec
@@ -28,13 +29,11 @@ def test_write_rolls_back_on_error(backend_url: str) -> None:
     db = Database(backend_url)
     db.migrate()
     try:
-        try:
-            with db.write() as s:
-                s.add(OrgRow(slug="x", name="x", created_at=0.0))
-                s.flush()
-                raise RuntimeError("boom")
-        except RuntimeError:
-            pass
+        with pytest.raises(RuntimeError, match="boom"), db.write() as s:
+            s.add(OrgRow(slug="x", name="x", created_at=0.0))
+            s.flush()
+            assert s.query(OrgRow).count() == 1  # the premise: written in the transaction
+            raise RuntimeError("boom")
         with db.read() as s:
             assert s.query(OrgRow).count() == 0
     finally:

@@ -92,6 +92,13 @@ def nvidia_smi_gpus(timeout: float = 10.0) -> list[tuple[int, str, int]] | None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
+    return parse_nvidia_smi(out)
+
+
+def parse_nvidia_smi(out: str) -> list[tuple[int, str, int]]:
+    """``(index, name, memory MiB)`` from ``nvidia-smi --query-gpu=index,name,memory.total
+    --format=csv,noheader,nounits`` output; other lines are skipped and a memory that is
+    not a number (``[N/A]``) is 0."""
     gpus = []
     for line in out.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]

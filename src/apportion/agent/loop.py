@@ -6,7 +6,9 @@ Outbound only. One loop, one thread; each pass is these steps:
    (state file) — this step needs no network and also runs while the control
    plane is unreachable, so outcomes are never lost.
 2. **Heartbeat** on (re)connection and every ``heartbeat_interval``: the
-   inventory plus every run's last status (the server reconciles from it).
+   inventory plus every run's last status (the server reconciles from it). The
+   runs' new log bytes are shipped just before it, as the statuses it carries
+   may end a run.
 3. **Logs, then flush**: ship the new bytes of the runs' log files (so a run's
    output is on the server before its outcome), then the outbox in order; a
    report is removed once acknowledged.
@@ -23,7 +25,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -39,6 +40,7 @@ from apportion.agent.model import (
 )
 from apportion.agent.state import AgentState, RunRecord, StateFile
 from apportion.client import ApiError, Page, ServerUnreachable
+from apportion.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("apportion.agent")
 TERMINAL = frozenset({"Completed", "Failed", "Preempted", "Cancelled"})
@@ -80,13 +82,14 @@ class Agent:
 
     def __init__(
         self, api: AgentApi, executor: Executor, state_file: StateFile, pool: str,
-        options: AgentOptions | None = None, *, clock: Callable[[], float] = time.time,
+        options: AgentOptions | None = None, *, clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.api = api
         self.executor = executor
         self.state_file = state_file
         self.pool = pool
         self.options = options or AgentOptions()
+        #: heartbeat interval, back-off, idle waits, ``until`` and runs' ``started_at``
         self.clock = clock
         self.state: AgentState = state_file.load(pool)
         self.is_connected = False
@@ -100,7 +103,7 @@ class Agent:
     def run(self, stop: threading.Event, until: float | None = None) -> None:
         """Reconcile until ``stop`` is set (or wall-clock ``until`` passes)."""
         self.restore()
-        while not stop.is_set() and (until is None or self.clock() < until):
+        while not stop.is_set() and (until is None or self.clock.now() < until):
             try:
                 self.step()
                 self._failures = 0
@@ -128,10 +131,11 @@ class Agent:
 
     def idle(self, stop: threading.Event, seconds: float) -> None:
         """Wait ``seconds`` while still observing the executor (no network)."""
-        end = time.monotonic() + seconds
-        while not stop.is_set() and time.monotonic() < end:
+        end = self.clock.monotonic() + seconds
+        while not stop.is_set() and self.clock.monotonic() < end:
             self.observe()
-            stop.wait(min(self.options.poll_interval, max(0.0, end - time.monotonic())))
+            self.clock.wait(stop, min(self.options.poll_interval,
+                                      max(0.0, end - self.clock.monotonic())))
 
     def shutdown(self, *, stop_runs: bool, timeout: float = 10.0) -> None:
         """Stop the executor's runs (if asked), then release the executor.
@@ -142,10 +146,10 @@ class Agent:
             for rid, rec in list(self.state.runs.items()):
                 self.executor.stop(rid, 0)
                 rec.phase = "stopping"
-            end = time.monotonic() + timeout
-            while self.state.runs and time.monotonic() < end:
+            end = self.clock.monotonic() + timeout
+            while self.state.runs and self.clock.monotonic() < end:
                 self.observe()
-                time.sleep(0.05)
+                self.clock.sleep(0.05)
             self._save()
         self.executor.close()
 
@@ -154,8 +158,12 @@ class Agent:
     def step(self) -> None:
         """One reconcile pass (steps 1-4 of the module docstring)."""
         self.observe()
+        # Logs first: a heartbeat carries the outbox's statuses (a run that ended
+        # during an outage is reported by it), and a run's output must be on the
+        # server before its outcome.
+        self.ship_logs()
         if not self.is_connected or (
-            self.clock() - self._last_heartbeat >= self.options.heartbeat_interval
+            self.clock.now() - self._last_heartbeat >= self.options.heartbeat_interval
         ):
             self.heartbeat()
         self.ship_logs()
@@ -223,7 +231,7 @@ class Agent:
         nodes = [n.to_json() for n in self.executor.inventory()]
         answer = self._call(self.api.agent_heartbeat, self.pool, nodes,
                             agent_version=__version__, runs=self._run_statuses())
-        self._last_heartbeat = self.clock()
+        self._last_heartbeat = self.clock.now()
         server_cursor = int(answer.get("decisions_cursor") or 0)
         if self.state.cursor is not None and server_cursor < self.state.cursor:
             log.warning("the control plane's last decision is %d but this agent applied %d: "
@@ -237,15 +245,18 @@ class Agent:
         self.is_connected = True
 
     def _run_statuses(self) -> list[dict[str, Any]]:
-        """Every run's last status: what is queued, else ``running`` if reported so."""
+        """Every run's last status: what is queued, else ``running`` if reported so.
+        A queued report keeps its message and exit code: the server may apply it
+        from the heartbeat, and the later report is then a duplicate."""
         latest: dict[str, dict[str, Any]] = {}
         for rid, rec in self.state.runs.items():
             if rec.reported == "running":
                 latest[rid] = {"workload_id": rec.run.workload_id, "attempt": rec.run.attempt,
                                "run_id": rid, "status": "running"}
         for item in self.state.outbox:
-            latest[item["run_id"]] = {k: item[k] for k in
-                                      ("workload_id", "attempt", "run_id", "status")}
+            latest[item["run_id"]] = {k: item.get(k) for k in
+                                      ("workload_id", "attempt", "run_id", "status", "message",
+                                       "exit_code")}
         return [latest[k] for k in sorted(latest)]
 
     # -- 3. logs and flush ------------------------------------------------------------------
@@ -343,7 +354,7 @@ class Agent:
     def _start(self, d: Decision) -> None:
         if self.state.is_known(d.run_id):
             return
-        rec = RunRecord(d.to_run(self.clock()))
+        rec = RunRecord(d.to_run(self.clock.now()))
         self.state.runs[d.run_id] = rec
         logship.track(self.state, rec.run, self.executor.log_files(rec.run))
         self._save()  # before the executor starts it: see the state file's invariant

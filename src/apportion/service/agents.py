@@ -57,7 +57,7 @@ def _parse_node(raw: Any, i: int, pool: str) -> tuple[Node, str, list[list[int]]
 def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
     pool_name = body.get("pool") or ctx.actor.pool or ""
     require_agent(ctx, pool_name, "agent.heartbeat")
-    now = time.time()
+    now = ctx.clock.now()  # the sweep measures silence from this stamp, on the same clock
     pool = repo.find_pool(session, ctx.org_id, pool_name)
     if pool is None:
         pool = add_pool_row(session, ctx.org_id, pool_from_body({}, pool_name, None))
@@ -187,7 +187,7 @@ def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
         audit.record(session, ctx, "agent.report", f"workload/{wid}", outcome="ignored",
                      message=note, after=dict(body))
         return {**out, "accepted": False, "note": note}
-    now = time.time()
+    now = ctx.clock.now()
     state = codec.state_from_row(row)
     cause = f"agent report ({ctx.actor.name})"
     msg = str(body.get("message") or "")
@@ -224,10 +224,12 @@ def _ignore_reason(
     return ""
 
 
-def sweep_silent_agents(session: Session, org_id: int, timeout: float) -> int:
+def sweep_silent_agents(session: Session, org_id: int, timeout: float, *,
+                        now: float | None = None) -> int:
     """Mark the nodes of pools whose agent is silent longer than ``timeout`` as
-    ``unknown`` (they take no new pods; their workloads keep their status)."""
-    now = time.time()
+    ``unknown`` (they take no new pods; their workloads keep their status).
+    ``now`` is the scheduler loop's clock (the same one that stamped the heartbeats)."""
+    now = time.time() if now is None else now
     count = 0
     for pool in repo.list_pools(session, org_id):
         if pool.agent_status != "connected" or pool.last_heartbeat_at is None:

@@ -181,6 +181,8 @@ def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
     status = Status(row.status)
     out = {"workload_id": wid, "attempt": attempt, "status": row.status}
     note = _ignore_reason(row, status, attempt, target, body.get("run_id"))
+    if note == "duplicate" and body.get("pods_running") is not None:
+        return {**out, **_shrink_done(session, ctx, row, body)}
     if note == "duplicate":
         return {**out, "accepted": True, "note": "already applied"}
     if note:
@@ -202,6 +204,26 @@ def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
                  before={"status": status.value}, after={"status": new.status.value})
     repo.bump_sched_version(session, ctx.org_id)
     return {**out, "status": row.status, "accepted": True, "note": ""}
+
+
+def _shrink_done(
+    session: Session, ctx: Ctx, row: WorkloadRow, body: dict[str, Any]
+) -> dict[str, Any]:
+    """A ``running`` report with ``pods_running`` after a shrink: the agent has
+    stopped the taken pods and the others go on. The status does not change
+    (it is neither a failure nor a completion); an event records it."""
+    try:
+        running = int(body["pods_running"])
+    except (TypeError, ValueError):
+        raise ValidationError("pods_running", "must be an integer") from None
+    held = len(row.placement or [])
+    message = str(body.get("message") or f"{running} pod(s) running")
+    add_event(session, ctx.org_id, "workload.pods", cause=f"agent report ({ctx.actor.name})",
+              message=message, workload_id=row.id, team=row.team, attempt=row.attempt,
+              status=row.status, data={"name": row.name, "pods_running": running,
+                                       "pods_placed": held})
+    note = "" if running == held else f"the workload holds {held} pod(s), the agent runs {running}"
+    return {"accepted": True, "note": note}
 
 
 def _ignore_reason(

@@ -127,6 +127,20 @@ def _size(row: WorkloadRow) -> int | float | None:
     return None
 
 
+def _pods_running(row: WorkloadRow) -> int:
+    """Pods the current attempt holds: placed while Starting, running while
+    Running (fewer than ``pods`` after a shrink, SPEC 6.5); 0 otherwise."""
+    return len(row.placement or []) if row.status in ("Starting", "Running") else 0
+
+
+def preemption_view(entry: dict[str, Any]) -> dict[str, Any]:
+    """One entry of a workload's preemption history (whole attempt or shrink)."""
+    pods = [int(p) for p in entry.get("pods") or []]
+    return {"at": iso(entry.get("at")), "attempt": entry.get("attempt"),
+            "kind": "shrink" if pods else "whole", "by": entry.get("by"), "pods": pods,
+            "gpus": gpus(int(entry.get("gpus_milli") or 0))}
+
+
 def workload_view(row: WorkloadRow) -> dict[str, Any]:
     reason = None
     if row.reason_code:
@@ -159,6 +173,8 @@ def workload_view(row: WorkloadRow) -> dict[str, Any]:
         "reason": reason,
         "nominated": bool(row.nomination),
         "placement": row.placement or [],
+        "pods": int(row.spec.get("pods") or 1),
+        "pods_running": _pods_running(row),
         "gpus": _size(row),
         "submitted_by": row.submitted_by,
         "submitted_at": iso(row.submitted_at),
@@ -167,6 +183,7 @@ def workload_view(row: WorkloadRow) -> dict[str, Any]:
         "ended_at": iso(row.ended_at),
         "preempted_by": row.preempted_by,
         "attempts": attempts,
+        "preemptions": [preemption_view(e) for e in row.preemptions or []],
         "spec": row.spec,
         "version": row.version,
     }
@@ -198,6 +215,7 @@ def decision_view(row: DecisionRow) -> dict[str, Any]:
         "exec": row.exec or {},
         "grace_seconds": row.grace_seconds,
         "reason": row.reason,
+        "pods": list(row.pods or []),
         "created_at": iso(row.created_at),
     }
 

@@ -87,7 +87,7 @@ def submit(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any
         "submitted_at": float(int(now)), "submitted_by": ctx.actor.name, "attempts": [],
         "version": 1, "updated_at": now, "reason_code": None, "reason_message": None,
         "started_at": None, "running_at": None, "ended_at": None, "preempted_by": None,
-        "head_since": None,
+        "head_since": None, "preemptions": [],
     }
     wid = wl_repo.insert_workload(session, values)
     state = submitted(wid, spec, int(now), cause=ctx.cause)

@@ -212,4 +212,5 @@ def exiting_from_row(row: ExitingRow) -> Exiting:
         pool=row.pool,
         placement=placement_from_json(row.placement),
         exits_at=int(row.exits_at),
+        part=int(row.part or 0),
     )

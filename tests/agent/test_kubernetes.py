@@ -177,3 +177,70 @@ def test_jobs_nobody_asked_for_show_up_in_poll(kube: FakeKube) -> None:
     assert [o.run_id for o in fresh.poll()] == ["w9-a1"]
     fresh.stop("w9-a1", 0)
     assert kube.objects["jobs"] == {}
+
+
+# -- shrink (SPEC 6.5) -------------------------------------------------------------------------
+
+
+def _four_pods() -> Run:
+    return _run(*(("a1", ((i, 1000),)) for i in range(4)))
+
+
+def test_shrink_scales_the_indexed_job_down_and_deletes_the_taken_pods(kube: FakeKube) -> None:
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    ex.start(_four_pods())
+    kube.job_controller()
+    kube.set_phase("apportion-w7-a1", "Running")
+    assert ex.poll()[0].status is RunStatus.RUNNING
+    ex.shrink("w7-a1", (2, 3), 20)
+    assert kube.patches == [("apportion-w7-a1", {"completions": 2, "parallelism": 2})]
+    deleted = {name: params for kind, name, params in kube.deleted if kind == "pods"}
+    assert sorted(deleted) == ["apportion-w7-a1-2-abcde", "apportion-w7-a1-3-abcde"]
+    assert all(p.get("gracePeriodSeconds") == "20" for p in deleted.values())
+    kube.job_controller()  # the Job controller does not bring the highest indexes back
+    names = [p["metadata"]["name"] for p in kube.pods_of("apportion-w7-a1")]
+    assert names == ["apportion-w7-a1-0-abcde", "apportion-w7-a1-1-abcde"]
+    obs = ex.poll()[0]
+    assert obs.status is RunStatus.RUNNING and obs.message == "2 pod(s) running"
+    kube.set_condition("apportion-w7-a1", "Complete")
+    assert ex.poll()[0].status is RunStatus.COMPLETED
+
+
+def test_a_taken_pod_that_ends_failed_is_not_a_failure_of_the_run(kube: FakeKube) -> None:
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    ex.start(_four_pods())
+    kube.job_controller()
+    kube.set_phase("apportion-w7-a1", "Running")
+    pod3 = kube.pods_of("apportion-w7-a1")[3]
+    ex.shrink("w7-a1", (3,), 0)
+    pod3["status"] = {"phase": "Failed"}  # SIGTERM: exit 143, still listed a moment
+    kube.objects["pods"][("apportion", pod3["metadata"]["name"])] = pod3
+    assert ex.poll()[0].status is RunStatus.RUNNING
+
+
+def test_a_fake_api_server_refuses_a_completions_patch_without_parallelism(
+    kube: FakeKube,
+) -> None:
+    """The fake checks what the real API server checks (elastic Indexed Jobs)."""
+    from lightkube import ApiError
+
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    ex.start(_four_pods())
+    with pytest.raises(ApiError, match="parallelism"):
+        kube.client().patch(Job, "apportion-w7-a1", {"spec": {"completions": 2}},
+                            namespace="apportion")
+
+
+def test_a_shrunk_run_adopted_after_a_restart_starts_only_its_remaining_pods(
+    kube: FakeKube,
+) -> None:
+    run = _four_pods()
+    shrunk = Run(run.run_id, run.workload_id, run.attempt, run.placement, run.exec,
+                 stopped=(3,))
+    job = build_job(shrunk, SETTINGS)
+    assert job.spec.completions == job.spec.parallelism == 3
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    ex.start(run)  # the Job exists with 4 completions (the patch was lost in a crash)
+    fresh = KubernetesExecutor(kube.client(), SETTINGS)
+    fresh.adopt([shrunk])
+    assert kube.patches == [("apportion-w7-a1", {"completions": 3, "parallelism": 3})]

@@ -11,8 +11,8 @@ Outbound only. One loop, one thread; each pass is these steps:
    output is on the server before its outcome), then the outbox in order; a
    report is removed once acknowledged.
 4. **Decisions**: long-poll ``/v1/agent/decisions`` from the saved cursor; fold
-   the batch (a start followed by its stop is never started), apply it, save
-   the new cursor.
+   the batch (a start followed by its stop is never started), apply it (a
+   ``shrink`` stops only the pods it names), save the new cursor.
 
 A failure to reach the control plane switches to back-off (0.5 s doubling to
 ``max_backoff``, with jitter) during which step 1 keeps running.
@@ -25,7 +25,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from apportion import __version__
@@ -39,6 +39,7 @@ from apportion.agent.model import (
 )
 from apportion.agent.state import AgentState, RunRecord, StateFile
 from apportion.client import ApiError, Page, ServerUnreachable
+from apportion.domain.lifecycle import pods_phrase
 
 log = logging.getLogger("apportion.agent")
 TERMINAL = frozenset({"Completed", "Failed", "Preempted", "Cancelled"})
@@ -56,8 +57,8 @@ class AgentApi(Protocol):
                         wait: float | None = None, live: bool = False) -> Page: ...
 
     def agent_report(self, workload_id: int, attempt: int, run_id: str, status: str, *,
-                     message: str | None = None,
-                     exit_code: int | None = None) -> dict[str, Any]: ...
+                     message: str | None = None, exit_code: int | None = None,
+                     pods_running: int | None = None) -> dict[str, Any]: ...
 
     def agent_log(self, workload_id: int, attempt: int, run_id: str, pod: int, offset: int,
                   data: bytes) -> dict[str, Any]: ...
@@ -208,13 +209,17 @@ class Agent:
             return True
         return False
 
-    def _queue(self, rec: RunRecord, status: str, message: str, exit_code: int | None) -> None:
+    def _queue(self, rec: RunRecord, status: str, message: str, exit_code: int | None, *,
+               pods_running: int | None = None) -> None:
         run = rec.run
         rec.reported = status
-        self.state.outbox.append({
+        item: dict[str, Any] = {
             "workload_id": run.workload_id, "attempt": run.attempt, "run_id": run.run_id,
             "status": status, "message": message[:1000], "exit_code": exit_code,
-        })
+        }
+        if pods_running is not None:
+            item["pods_running"] = pods_running
+        self.state.outbox.append(item)
         log.info("%s: %s (%s)", run.run_id, status, message)
 
     # -- 2. heartbeat -----------------------------------------------------------------------
@@ -243,9 +248,10 @@ class Agent:
             if rec.reported == "running":
                 latest[rid] = {"workload_id": rec.run.workload_id, "attempt": rec.run.attempt,
                                "run_id": rid, "status": "running"}
-        for item in self.state.outbox:
+        for item in self.state.outbox:  # with the message: the heartbeat may apply it first
             latest[item["run_id"]] = {k: item[k] for k in
-                                      ("workload_id", "attempt", "run_id", "status")}
+                                      ("workload_id", "attempt", "run_id", "status", "message",
+                                       "exit_code") if item.get(k) is not None}
         return [latest[k] for k in sorted(latest)]
 
     # -- 3. logs and flush ------------------------------------------------------------------
@@ -271,7 +277,7 @@ class Agent:
                 answer = self._call(
                     self.api.agent_report, item["workload_id"], item["attempt"],
                     item["run_id"], item["status"], message=item.get("message"),
-                    exit_code=item.get("exit_code"))
+                    exit_code=item.get("exit_code"), pods_running=item.get("pods_running"))
             except ApiError as err:  # a client error: the report can never be accepted
                 log.error("report %s %s refused: %s", item["run_id"], item["status"], err)
                 answer = {"accepted": False}
@@ -333,6 +339,8 @@ class Agent:
                 self._start(d)
             elif d.kind == "stop":
                 self._stop(d)
+            elif d.kind == "shrink":
+                self._shrink(d)
             else:
                 log.warning("ignoring decision %d of unknown kind %r", d.id, d.kind)
         if cursor != self.state.cursor or batch:
@@ -371,6 +379,33 @@ class Agent:
                              if not (i["run_id"] == d.run_id and i["status"] == "running")]
         self._save()
         self.executor.stop(d.run_id, grace)
+
+    def _shrink(self, d: Decision) -> None:
+        """Stop exactly the pods a shrink took (SPEC 6.5); the run goes on with
+        the others. The taken pods are recorded on the run (state file) before
+        the executor is asked, and a ``running`` report with ``pods_running``
+        tells the control plane the shrink was carried out."""
+        rec = self.state.runs.get(d.run_id)
+        if rec is None or rec.phase == "stopping":
+            return
+        run = rec.run
+        pods = tuple(sorted(set(d.pods) - set(run.stopped)))
+        if not pods:
+            return  # replayed: already applied
+        if not all(0 <= i < run.pods for i in pods):
+            log.warning("ignoring shrink %d of %s: pods %s, the run has %d", d.id, d.run_id,
+                        list(pods), run.pods)
+            return
+        grace = max(0.0, d.grace_seconds or 0.0)
+        rec.run = replace(run, stopped=tuple(sorted({*run.stopped, *pods})))
+        self._save()
+        log.info("%s: shrink, stopping %s (%s, grace %.0f s)", d.run_id, pods_phrase(pods),
+                 d.reason, grace)
+        self.executor.shrink(d.run_id, pods, grace)
+        left = rec.run.pods_running
+        self._queue(rec, "running", f"shrunk: {pods_phrase(pods)} stopped ({d.reason or 'shrink'})"
+                    f"; {left} pod(s) running", None, pods_running=left)
+        self._save()
 
     # -- helpers ----------------------------------------------------------------------------
 

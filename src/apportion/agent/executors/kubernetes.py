@@ -16,6 +16,11 @@
   one entry per completion index) and the annotation ``apportion.io/placement``.
 - Status: Job ``Complete`` → completed; ``Failed`` or a failed pod → failed;
   all pods Running → running; else starting. A Job deleted by a stop → stopped.
+- Shrink (SPEC 6.5): the Job is an elastic Indexed Job (Kubernetes ≥ 1.27):
+  ``spec.completions`` and ``spec.parallelism`` are patched down together to
+  the pods that stay, so the Job controller removes the highest indexes and
+  never recreates them; then the taken pods are deleted with the grace period.
+  Pods of indexes ≥ ``completions`` count for nothing in the run's status.
 - Inventory: Nodes with allocatable ``nvidia.com/gpu``; type and memory from the
   GPU feature discovery labels; topology from configured label keys; Ready
   condition → health. GPU pods without the managed-by label are unmanaged usage.
@@ -28,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +133,8 @@ def build_job(run: Run, s: KubeSettings) -> Job:
         metadata=ObjectMeta(name=job_name(run), namespace=s.namespace, labels=labels,
                             annotations=annotations),
         spec=JobSpec(
-            completionMode="Indexed", completions=run.pods, parallelism=run.pods,
+            completionMode="Indexed", completions=run.pods_running,
+            parallelism=run.pods_running,
             backoffLimit=0, ttlSecondsAfterFinished=s.ttl_seconds_after_finished,
             template=PodTemplateSpec(metadata=ObjectMeta(labels=labels,
                                                          annotations=annotations),
@@ -194,6 +200,8 @@ class KubernetesExecutor:
             if err.status.code != 409:  # 409: it exists already (idempotent)
                 self.runs.pop(run.run_id, None)
                 raise
+            if run.stopped:  # adopted after a restart: make sure the shrink happened
+                self._scale_down(run, run.stopped, 0)
 
     def adopt(self, runs: Sequence[Run]) -> None:
         for run in runs:
@@ -208,6 +216,29 @@ class KubernetesExecutor:
             self._delete(Pod, pod.metadata.name, grace_period=int(grace_seconds))
         for job in self.client.list(Job, namespace=self.s.namespace, labels=selector):
             self._delete(Job, job.metadata.name, cascade=CascadeType.BACKGROUND)
+
+    def shrink(self, run_id: str, pods: tuple[int, ...], grace_seconds: float) -> None:
+        """Patch the Job down to the pods that stay, then delete the taken pods."""
+        known = self.runs.get(run_id)
+        if known is None or known.is_stopping:
+            return
+        known.run = replace(known.run, stopped=tuple(sorted({*known.run.stopped, *pods})))
+        self._scale_down(known.run, pods, grace_seconds)
+
+    def _scale_down(self, run: Run, pods: tuple[int, ...], grace_seconds: float) -> None:
+        keep = run.pods_running
+        # Elastic Indexed Job: both fields together, equal (the API refuses otherwise).
+        # Patched before the pods are deleted, so the Job never recreates them.
+        patch = {"spec": {"completions": keep, "parallelism": keep}}
+        try:
+            self.client.patch(Job, job_name(run), patch, namespace=self.s.namespace)
+        except ApiError as err:
+            if err.status.code != 404:
+                raise
+        selector = {MANAGED: "apportion", "apportion.io/run-id": run.run_id}
+        for pod in self.client.list(Pod, namespace=self.s.namespace, labels=selector):
+            if _index(pod) in pods:
+                self._delete(Pod, pod.metadata.name, grace_period=int(grace_seconds))
 
     def poll(self) -> list[Observed]:
         selector = {MANAGED: "apportion", "apportion.io/pool": self.s.pool}
@@ -249,8 +280,8 @@ class KubernetesExecutor:
         for pod in pods:
             if pod.spec.nodeName or pod.spec.schedulerName != SCHEDULER_NAME:
                 continue
-            index = int((pod.metadata.annotations or {}).get(INDEX_ANNOTATION, -1))
-            if not 0 <= index < run.pods:
+            index = _index(pod)
+            if not 0 <= index < run.pods or index in run.stopped:
                 continue
             binding = Pod.Binding(metadata=ObjectMeta(name=pod.metadata.name),
                                   target=ObjectReference(kind="Node", apiVersion="v1",
@@ -286,7 +317,17 @@ class KubernetesExecutor:
                 raise
 
 
+def _index(pod: Any) -> int:
+    """The pod's completion index (-1 when it has none)."""
+    try:
+        return int((pod.metadata.annotations or {}).get(INDEX_ANNOTATION, -1))
+    except ValueError:
+        return -1
+
+
 def _job_status(rid: str, job: Any, pods: list[Any]) -> Observed:
+    wanted = job.spec.completions or 1
+    pods = [p for p in pods if _index(p) < wanted]  # a shrink's pods (gone or going) count not
     for cond in (job.status.conditions if job.status else None) or []:
         if cond.status != "True":
             continue
@@ -298,7 +339,6 @@ def _job_status(rid: str, job: Any, pods: list[Any]) -> Observed:
     if failed:
         return Observed(rid, RunStatus.FAILED, f"pod {failed[0].metadata.name} failed",
                         _exit_code(failed))
-    wanted = job.spec.completions or 1
     running = sum(1 for p in pods if p.status and p.status.phase in ("Running", "Succeeded"))
     if running >= wanted:
         return Observed(rid, RunStatus.RUNNING, f"{running} pod(s) running")

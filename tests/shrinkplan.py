@@ -40,6 +40,8 @@ def shrinking_run(real: Callable[..., Plan], workload_id: int, take: int, by: Ca
         w = next((w for w in loaded.snapshot.workloads if w.id == workload_id), None)
         if done or w is None or w.status is not Status.RUNNING or len(w.placement) <= take:
             return plan
+        if plan.for_workload(workload_id):  # the engine decided about it itself
+            return plan
         done.append(True)
         return with_shrink(plan, loaded.snapshot, workload_id, take, by(), grace)
 

@@ -80,7 +80,7 @@ def test_list_defaults_filters_and_formats(org: Org) -> None:
 
     rows = org.ok("workloads", "list").splitlines()
     assert rows[0].split() == ["ID", "NAME", "TEAM", "CLASS", "PRIORITY", "GPUS", "STATUS",
-                               "POOL", "REASON"]
+                               "POOL", "PODS", "REASON"]
     assert [r.split()[1] for r in rows[1:]] == ["a", "b"]  # c finished
     assert [r.split()[1] for r in org.ok("workloads", "list", "-A").splitlines()[1:]] == \
         ["a", "b", "c"]
@@ -91,6 +91,7 @@ def test_list_defaults_filters_and_formats(org: Org) -> None:
     assert len(org.ok("workloads", "list", "-A", "--limit", "1").splitlines()) == 2
     wide = org.ok("workloads", "list", "-o", "wide").splitlines()[0].split()
     assert wide[-6:] == ["PODS", "ATTEMPT", "NODES", "SUBMITTED-BY", "SUBMITTED", "REASON"]
+    assert wide.index("PODS") == wide.index("POOL") + 1
     mine = org.ok("workloads", "list", token=member).splitlines()
     assert [r.split()[1] for r in mine[1:]] == ["b"]  # a member's default: its teams
     as_json = json.loads(org.ok("workloads", "list", "-A", "-o", "json"))

@@ -29,7 +29,7 @@ def test_list_get_why_and_events_show_a_shrink(org: Org, monkeypatch: Any) -> No
     assert rows["sweep"][6:9] == ["Running", "main", "6/8"]
     assert org.ok("workloads", "get", "sweep").splitlines()[1].split()[8] == "6/8"
     why = org.ok("workloads", "why", "sweep")
-    assert "pods: 6/8 running; preemptions:" in why
+    assert "with 6 of 8 pods" in why and "pods: 6/8 running; preemptions:" in why
     assert f"attempt 1: shrunk: pods 6-7 preempted by workload {urgent} (2 GPUs)" in why
     events = org.ok("workloads", "events", "sweep", "-o", "wide")
     assert f"shrunk: pods 6-7 preempted by workload {urgent}" in events

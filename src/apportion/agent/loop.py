@@ -401,7 +401,16 @@ class Agent:
         self._save()
         log.info("%s: shrink, stopping %s (%s, grace %.0f s)", d.run_id, pods_phrase(pods),
                  d.reason, grace)
-        self.executor.shrink(d.run_id, pods, grace)
+        try:
+            self.executor.shrink(d.run_id, pods, grace)
+        except Exception as err:  # pods we cannot stop would run on devices given away
+            log.exception("%s: the executor could not stop %s", d.run_id, pods_phrase(pods))
+            self.executor.stop(d.run_id, grace)
+            self._queue(rec, "failed", f"executor error: could not stop {pods_phrase(pods)} "
+                        f"for a shrink: {err}", None)
+            rec.phase = "stopping"
+            self._save()
+            return
         left = rec.run.pods_running
         self._queue(rec, "running", f"shrunk: {pods_phrase(pods)} stopped ({d.reason or 'shrink'})"
                     f"; {left} pod(s) running", None, pods_running=left)

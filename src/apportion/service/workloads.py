@@ -199,6 +199,9 @@ def why(session: Session, ctx: Ctx, workload_id: int) -> dict[str, Any]:
     elif status.is_placed:
         nodes = sorted({p["node"] for p in row.placement or []})
         text = f"{row.status} in pool {row.pool} on {', '.join(nodes) or 'no node'}"
+        held, requested = len(row.placement or []), int(row.spec.get("pods") or 1)
+        if held < requested:  # shrunk (SPEC 6.5), or scaled to what fitted at the start
+            text += f" with {held} of {requested} pods"
     else:
         text = f"{row.status} (attempt {row.attempt})"
         if row.preempted_by is not None:

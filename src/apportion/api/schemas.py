@@ -136,6 +136,8 @@ class PoolCreate(Strict):
     start_delay: int = 0
     preemption_grace: int = 0
     starvation_hold_after: int | None = None
+    packing: str = Field(default="fragmentation", description="fragmentation | best_fit; "
+                         "stored and shown, both pack as best_fit for now (docs/placement.md)")
 
 
 class PoolUpdate(Strict):
@@ -145,6 +147,7 @@ class PoolUpdate(Strict):
     start_delay: int | None = None
     preemption_grace: int | None = None
     starvation_hold_after: int | None = None
+    packing: str | None = None
     version: int | None = None
 
 
@@ -161,6 +164,7 @@ class PoolRead(BaseModel):
     start_delay: int
     preemption_grace: int
     starvation_hold_after: int | None
+    packing: str
     capacity: Gpus
     node_count: int
     agent: AgentInfo
@@ -185,6 +189,8 @@ class NodeRead(BaseModel):
     gpu_type: str | None
     gpu_memory_mib: int
     labels: dict[str, str]
+    cpu: Gpus | None = Field(description="allocatable cores; null = not limited")
+    memory_mib: int | None = Field(description="allocatable MiB; null = not limited")
     health: Literal["ready", "down", "unknown"]
     cordoned: bool
     state: Literal["ready", "cordoned", "down", "unknown"]
@@ -245,6 +251,8 @@ class WorkloadCreate(Strict):
     env: dict[str, str] = {}
     labels: dict[str, str] = {}
     duration: int | None = None
+    cpu: int | float | None = Field(default=None, description="cores per pod, steps of 0.001")
+    memory_mib: int | None = Field(default=None, description="MiB per pod")
 
 
 class CancelBody(Strict):

@@ -17,6 +17,10 @@ class HeartbeatNode(Strict):
     labels: dict[str, str] = Field(default_factory=dict)
     health: Literal["ready", "down"] = "ready"
     unavailable: list[DeviceShareModel] = Field(default_factory=list)
+    cpu: int | float | None = Field(default=None, description="allocatable cores; "
+                                    "absent = not limited")
+    memory_mib: int | None = Field(default=None, description="allocatable MiB; "
+                                   "absent = not limited")
 
 
 class Report(Strict):

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
+from apportion.domain.host import cpu_number
 from apportion.domain.quantities import gpus_number
 from apportion.store.models import (
     AuditRow,
@@ -87,6 +88,7 @@ def pool_view(row: PoolRow, capacity_milli: int, node_count: int) -> dict[str, A
         "start_delay": row.start_delay,
         "preemption_grace": row.preemption_grace,
         "starvation_hold_after": row.starvation_hold_after,
+        "packing": row.packing or "fragmentation",
         "capacity": gpus(capacity_milli),
         "node_count": node_count,
         "agent": {"status": row.agent_status, "last_heartbeat_at": iso(row.last_heartbeat_at)},
@@ -104,6 +106,8 @@ def node_view(row: NodeRow, state: str) -> dict[str, Any]:
         "gpu_type": row.gpu_type,
         "gpu_memory_mib": row.gpu_memory_mib,
         "labels": dict(row.labels or {}),
+        "cpu": None if row.cpu_milli is None else cpu_number(row.cpu_milli),
+        "memory_mib": row.memory_mib,
         "health": row.health,
         "cordoned": row.cordoned,
         "state": state,

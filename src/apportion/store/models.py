@@ -96,6 +96,9 @@ class PoolRow(Base):
     start_delay: Mapped[int] = mapped_column(Integer, default=0)
     preemption_grace: Mapped[int] = mapped_column(Integer, default=0)
     starvation_hold_after: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: fragmentation | best_fit (SPEC 5); stored and shown, both pack as best_fit for now
+    packing: Mapped[str] = mapped_column(String(16), default="fragmentation",
+                                         server_default="fragmentation")
     agent_status: Mapped[str] = mapped_column(String(16), default="never")
     last_heartbeat_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
@@ -116,6 +119,9 @@ class NodeRow(Base):
     health: Mapped[str] = mapped_column(String(16), default="ready")
     cordoned: Mapped[bool] = mapped_column(Boolean, default=False)
     unavailable: Mapped[list[list[int]]] = mapped_column(Json, default=list)
+    #: allocatable host resources from the agent (SPEC 5); null = not limited
+    cpu_milli: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    memory_mib: Mapped[int | None] = mapped_column(Integer, nullable=True)
     last_seen_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
 

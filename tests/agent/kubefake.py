@@ -120,11 +120,17 @@ class FakeKube:
     # -- the cluster, driven by tests ------------------------------------------------------
 
     def add_node(self, name: str, gpus: int, *, labels: dict[str, str] | None = None,
-                 ready: bool = True) -> None:
+                 ready: bool = True, cpu: str | None = "64",
+                 memory: str | None = None) -> None:
+        allocatable = {"nvidia.com/gpu": str(gpus)}
+        if cpu is not None:
+            allocatable["cpu"] = cpu
+        if memory is not None:
+            allocatable["memory"] = memory
         self.objects["nodes"][("", name)] = {
             "apiVersion": "v1", "kind": "Node", "metadata": {"name": name,
                                                              "labels": labels or {}},
-            "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "64"},
+            "status": {"allocatable": allocatable,
                        "conditions": [{"type": "Ready",
                                        "status": "True" if ready else "False"}]},
         }

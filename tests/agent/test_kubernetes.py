@@ -102,8 +102,9 @@ def kube() -> FakeKube:
     fake = FakeKube()
     fake.add_node("a1", 8, labels={"nvidia.com/gpu.product": "H100", "example.com/rack": "r1",
                                    "nvidia.com/gpu.memory": "81559",
-                                   "topology.kubernetes.io/zone": "z1"})
-    fake.add_node("b1", 8, labels={"example.com/rack": "r2"}, ready=False)
+                                   "topology.kubernetes.io/zone": "z1"},
+                  cpu="63770m", memory="528280740Ki")
+    fake.add_node("b1", 8, labels={"example.com/rack": "r2"}, ready=False, cpu=None)
     fake.add_node("cpu1", 0)
     return fake
 
@@ -118,6 +119,9 @@ def test_inventory_reads_nodes_topology_and_unmanaged_gpu_pods(kube: FakeKube) -
     assert (a1.gpus, a1.gpu_type, a1.gpu_memory_mib) == (8, "H100", 81559)
     assert dict(a1.labels) == {"zone": "z1", "rack": "r1"}
     assert a1.unavailable == ((7, 1000), (6, 1000))
+    assert (a1.cpu_milli, a1.memory_mib) == (63770, 515899)  # allocatable, MiB rounded down
+    assert (nodes["b1"].cpu_milli, nodes["b1"].memory_mib) == (None, None)  # not limited
+    assert a1.to_json()["cpu"] == 63.77 and "cpu" not in nodes["b1"].to_json()
     assert nodes["b1"].health == "down"
 
 

@@ -190,3 +190,19 @@ def test_an_adopted_shrunk_run_never_respawns_its_taken_pods(tmp_path: Path) -> 
     assert [p.index for p in second.runs["w1-a1"].active_pods()] == [0]
     second.stop("w1-a1", 5)
     assert _final(second, "w1-a1") is RunStatus.STOPPED
+
+
+def test_inventory_reports_this_machines_cpus_and_memory(cluster: Cluster,
+                                                         tmp_path: Path) -> None:
+    import os
+
+    ex = LocalExecutor(tmp_path / "agent", node="box", gpus=4, use_nvidia_smi=False)
+    node = ex.inventory()[0]
+    assert node.cpu_milli == len(os.sched_getaffinity(0)) * 1000
+    total_kib = int(next(line for line in Path("/proc/meminfo").read_text().splitlines()
+                         if line.startswith("MemTotal:")).split()[1])
+    assert node.memory_mib == total_kib // 1024
+    cluster.agent(ex)  # the control plane stores and shows them
+    shown = wait_for(lambda: next((n for n in cluster.admin.list_nodes().items
+                                   if n["name"] == "box"), None), 10, "node registered")
+    assert (shown["cpu"], shown["memory_mib"]) == (node.cpu_milli // 1000, node.memory_mib)

@@ -84,3 +84,16 @@ def test_a_shrink_stops_only_the_taken_pods(cluster: Cluster, monkeypatch: Any) 
     assert [(p["kind"], p["by"], p["pods"]) for p in view["preemptions"]] == [
         ("shrink", small, [6, 7])]
     assert sim.pods_running(run_id) == 6 and cluster.status(big) == "Running"
+
+
+def test_sim_nodes_from_config_carry_host_resources() -> None:
+    import pytest
+
+    from apportion.agent.inventory import nodes_from_config
+
+    nodes = nodes_from_config({"nodes": [{"name": "a1", "gpus": 8, "cpu": 96,
+                                          "memory_mib": 786432}, {"name": "a2", "gpus": 8}]})
+    assert [(n.cpu_milli, n.memory_mib) for n in nodes] == [(96000, 786432), (None, None)]
+    assert nodes[0].to_json()["cpu"] == 96
+    with pytest.raises(ValueError, match=r"nodes\[0\].cpu: must be a multiple of 0.001"):
+        nodes_from_config({"nodes": [{"name": "a1", "gpus": 8, "cpu": "lots"}]})

@@ -159,3 +159,26 @@ def test_watch_get_until_finished_and_list_sees_a_preemption(org: Org) -> None:
     changes = [(r[1], r[6]) for r in (line.split() for line in listed.splitlines())]
     assert ("victim", "Preempted") in changes
     assert {s for n, s in changes if n == "prod"} & {"Pending", "Queued", "Starting"}
+
+
+def test_submit_cpu_and_memory_accept_kubernetes_quantities(org: Org) -> None:
+    seed_org(org)
+    org.ok("submit", "a", "--team", "nlp", "--gpus", "1", "--cpu", "8", "--memory", "64Gi")
+    org.ok("submit", "b", "--team", "nlp", "--gpus", "1", "--cpu", "500m", "--memory", "1G")
+    specs = {w["name"]: w["spec"] for w in org.admin.list_workloads().items}
+    assert (specs["a"]["cpu"], specs["a"]["memory_mib"]) == (8, 65536)
+    assert (specs["b"]["cpu"], specs["b"]["memory_mib"]) == (0.5, 954)  # 10^9 B, rounded up
+
+
+def test_submit_bad_cpu_or_memory_names_the_flag_and_the_forms(org: Org) -> None:
+    seed_org(org)
+    cases = [(("--cpu", "lots"), "--cpu 'lots'", "500m"),
+             (("--cpu", "0.0001"), "--cpu '0.0001'", "steps of 1m"),
+             (("--memory", "64GB"), "--memory '64GB'", "64Gi, 512Mi, 1G"),
+             (("--memory", "16384"), "--memory '16384': no unit", "64Gi")]
+    for flags, named, form in cases:
+        result = org.cli("submit", "x", "--team", "nlp", "--gpus", "1", *flags)
+        assert result.exit_code == 2, (flags, result.stdout)
+        assert named in result.stderr and form in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    assert org.admin.list_workloads().items == []

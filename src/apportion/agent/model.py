@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from apportion.domain.host import cpu_number
 from apportion.domain.workload import DeviceShare, PodPlacement
 
 
@@ -130,6 +131,9 @@ class NodeInfo:
     health: str = "ready"  # ready | down
     #: device shares used by work apportion does not manage: (index, milli)
     unavailable: tuple[tuple[int, int], ...] = ()
+    #: allocatable host CPU (milli-CPU) and memory (MiB); None = not limited / unknown
+    cpu_milli: int | None = None
+    memory_mib: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "gpus": self.gpus, "labels": dict(self.labels),
@@ -140,6 +144,10 @@ class NodeInfo:
             out["gpu_type"] = self.gpu_type
         if self.gpu_memory_mib is not None:
             out["gpu_memory_mib"] = self.gpu_memory_mib
+        if self.cpu_milli is not None:
+            out["cpu"] = cpu_number(self.cpu_milli)
+        if self.memory_mib is not None:
+            out["memory_mib"] = self.memory_mib
         return out
 
 

@@ -21,7 +21,8 @@
   the pods that stay, so the Job controller removes the highest indexes and
   never recreates them; then the taken pods are deleted with the grace period.
   Pods of indexes ≥ ``completions`` count for nothing in the run's status.
-- Inventory: Nodes with allocatable ``nvidia.com/gpu``; type and memory from the
+- Inventory: Nodes with allocatable ``nvidia.com/gpu``; their allocatable
+  ``cpu`` and ``memory`` (host resources; absent = not limited); type and memory from the
   GPU feature discovery labels; topology from configured label keys; Ready
   condition → health. GPU pods without the managed-by label are unmanaged usage.
 
@@ -54,6 +55,8 @@ from lightkube.types import CascadeType
 
 from apportion.agent.inventory import DEFAULT_MEMORY
 from apportion.agent.model import NodeInfo, Observed, Run, RunStatus, placement_to_json
+from apportion.domain.errors import ValidationError
+from apportion.domain.host import cpu_quantity, memory_quantity
 
 GPU = "nvidia.com/gpu"
 MANAGED = "apportion.io/managed-by"
@@ -186,6 +189,7 @@ class KubernetesExecutor:
                 health="ready" if _is_ready(n) else "down",
                 # which physical devices they hold is unknown: count them from the top
                 unavailable=tuple((gpus - 1 - i, 1000) for i in range(used)),
+                cpu_milli=_allocatable(n, "cpu"), memory_mib=_allocatable(n, "memory"),
             ))
         return out
 
@@ -366,6 +370,21 @@ def _allocatable_gpus(node: Any) -> int:
         return int(str(alloc.get(GPU, "0")))
     except ValueError:
         return 0
+
+
+def _allocatable(node: Any, resource: str) -> int | None:
+    """A node's allocatable ``cpu`` (milli-CPU) or ``memory`` (MiB, rounded down);
+    None when absent or unreadable (then it is not limited)."""
+    alloc = (node.status.allocatable if node.status else None) or {}
+    raw = alloc.get(resource)
+    if raw is None:
+        return None
+    try:
+        if resource == "cpu":
+            return cpu_quantity(str(raw), exact=False)
+        return memory_quantity(str(raw), round_up=False)
+    except ValidationError:
+        return None
 
 
 def _is_ready(node: Any) -> bool:

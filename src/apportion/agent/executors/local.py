@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from apportion.agent.inventory import DEFAULT_MEMORY, nvidia_smi_gpus
+from apportion.agent.inventory import DEFAULT_MEMORY, host_resources, nvidia_smi_gpus
 from apportion.agent.model import NodeInfo, Observed, Run, RunStatus
 from apportion.domain.workload import PodPlacement
 
@@ -126,6 +126,8 @@ class LocalExecutor:
         self.labels = dict(labels or {})
         self.clock = clock
         self.runs: dict[str, _LocalRun] = {}
+        #: (milli-CPU, MiB) of this machine, reported as the node's allocatable
+        self.host = host_resources()
         detected = nvidia_smi_gpus() if use_nvidia_smi else None
         if detected:
             self.gpus = gpus if gpus is not None else len(detected)
@@ -148,8 +150,10 @@ class LocalExecutor:
     # -- Executor ---------------------------------------------------------------------------
 
     def inventory(self) -> list[NodeInfo]:
+        """This machine: its GPUs, CPUs and memory."""
+        cpu, memory = self.host
         return [NodeInfo(self.node, self.gpus, self.gpu_type, self.gpu_memory_mib,
-                         self.labels)]
+                         self.labels, cpu_milli=cpu, memory_mib=memory)]
 
     def start(self, run: Run) -> None:
         """Spawn every pod that has no trace yet (a pid or exit file): idempotent."""

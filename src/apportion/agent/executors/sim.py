@@ -140,8 +140,7 @@ class SimExecutor:
     def set_node_health(self, node: str, health: str) -> None:
         """``down`` fails every run with a pod on ``node``; ``ready`` brings it back."""
         info = self.nodes[node]
-        self.nodes[node] = NodeInfo(info.name, info.gpus, info.gpu_type, info.gpu_memory_mib,
-                                    info.labels, health, info.unavailable)
+        self.nodes[node] = replace(info, health=health)
         if health == "down":
             for rid, sim in self.runs.items():
                 if node in sim.run.nodes and sim.ended is None:

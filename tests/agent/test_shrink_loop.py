@@ -68,3 +68,15 @@ def test_a_shrink_the_executor_cannot_do_fails_the_run(tmp_path: Path) -> None:
     assert report["status"] == "failed"
     assert report["message"].startswith("executor error: could not stop pod 3 for a shrink")
     assert agent.state.runs["w7-a1"].phase == "stopping"
+
+
+def test_a_start_and_its_shrink_in_one_batch_never_start_the_taken_pods(
+    tmp_path: Path,
+) -> None:
+    """An agent catching up (e.g. live decisions after a lost state file) sees the
+    attempt's start with all its pods, then the shrink: the taken pods never run."""
+    sim = SimExecutor([NodeInfo("n1", 4)])
+    agent = _agent(tmp_path, sim)
+    agent.apply([_start(), _shrink(2, (3,))], 2)
+    assert sim.runs["w7-a1"].run.stopped == (3,) and sim.pods_running("w7-a1") == 3
+    assert sim.started == ["w7-a1"]

@@ -324,8 +324,15 @@ class Agent:
         return out, cursor
 
     def apply(self, batch: Sequence[Decision], cursor: int) -> None:
-        """Apply a batch of decisions in order, folded; then save the cursor."""
+        """Apply a batch of decisions in order, folded; then save the cursor.
+
+        A start whose shrinks are in the same batch (an agent catching up)
+        starts without the pods they took."""
         stopped = {d.run_id for d in batch if d.kind == "stop"}
+        taken: dict[str, set[int]] = {}
+        for d in batch:
+            if d.kind == "shrink":
+                taken.setdefault(d.run_id, set()).update(d.pods)
         newest: dict[int, int] = {}
         for d in batch:
             if d.kind == "start":
@@ -336,7 +343,7 @@ class Agent:
                 if superseded and d.run_id not in self.state.runs:
                     self.state.mark_done(d.run_id)  # ended before it could start
                     continue
-                self._start(d)
+                self._start(d, tuple(sorted(taken.get(d.run_id, ()))))
             elif d.kind == "stop":
                 self._stop(d)
             elif d.kind == "shrink":
@@ -348,10 +355,10 @@ class Agent:
             self._save()
         self.is_caught_up = True
 
-    def _start(self, d: Decision) -> None:
+    def _start(self, d: Decision, taken: tuple[int, ...] = ()) -> None:
         if self.state.is_known(d.run_id):
             return
-        rec = RunRecord(d.to_run(self.clock()))
+        rec = RunRecord(replace(d.to_run(self.clock()), stopped=taken))
         self.state.runs[d.run_id] = rec
         logship.track(self.state, rec.run, self.executor.log_files(rec.run))
         self._save()  # before the executor starts it: see the state file's invariant

@@ -242,13 +242,19 @@ class Agent:
         self.is_connected = True
 
     def _run_statuses(self) -> list[dict[str, Any]]:
-        """Every run's last status: what is queued, else ``running`` if reported so."""
+        """Every run's last status: what is queued, else ``running`` if reported so.
+
+        An outcome whose logs are still being shipped is left to the outbox
+        flush (after the logs), so a run's output is on the server before its
+        outcome, also after an outage."""
         latest: dict[str, dict[str, Any]] = {}
         for rid, rec in self.state.runs.items():
             if rec.reported == "running":
                 latest[rid] = {"workload_id": rec.run.workload_id, "attempt": rec.run.attempt,
                                "run_id": rid, "status": "running"}
         for item in self.state.outbox:  # with the message: the heartbeat may apply it first
+            if item["status"] != "running" and item["run_id"] in self.state.logs:
+                continue  # its output is not all shipped: the flush after the logs says it
             latest[item["run_id"]] = {k: item[k] for k in
                                       ("workload_id", "attempt", "run_id", "status", "message",
                                        "exit_code") if item.get(k) is not None}

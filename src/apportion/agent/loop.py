@@ -25,55 +25,28 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
 from apportion import __version__
 from apportion.agent import logship
 from apportion.agent.executor import Executor
+from apportion.agent.fold import fold
 from apportion.agent.model import (
     Decision,
     Observed,
     RunStatus,
     decision_from_json,
 )
+from apportion.agent.protocol import AgentApi, AgentOptions, Retry
 from apportion.agent.state import AgentState, RunRecord, StateFile
-from apportion.client import ApiError, Page, ServerUnreachable
+from apportion.client import ApiError, ServerUnreachable
 from apportion.domain.lifecycle import pods_phrase
 
+__all__ = ["Agent", "AgentApi", "AgentOptions", "Retry"]
 log = logging.getLogger("apportion.agent")
 TERMINAL = frozenset({"Completed", "Failed", "Preempted", "Cancelled"})
 PAGE = 100
-
-
-class AgentApi(Protocol):
-    """The three agent endpoints (``apportion.client.ApportionClient`` has them)."""
-
-    def agent_heartbeat(self, pool: str, nodes: list[dict[str, Any]], *,
-                        agent_version: str = "",
-                        runs: list[dict[str, Any]] | None = None) -> dict[str, Any]: ...
-
-    def agent_decisions(self, cursor: int = 0, *, limit: int | None = None,
-                        wait: float | None = None, live: bool = False) -> Page: ...
-
-    def agent_report(self, workload_id: int, attempt: int, run_id: str, status: str, *,
-                     message: str | None = None, exit_code: int | None = None,
-                     pods_running: int | None = None) -> dict[str, Any]: ...
-
-    def agent_log(self, workload_id: int, attempt: int, run_id: str, pod: int, offset: int,
-                  data: bytes) -> dict[str, Any]: ...
-
-
-class Retry(Exception):
-    """The control plane cannot be used right now; back off and try again."""
-
-
-@dataclass(frozen=True, slots=True)
-class AgentOptions:
-    #: seconds: long-poll wait for decisions, and the executor poll period
-    poll_interval: float = 1.0
-    heartbeat_interval: float = 10.0
-    max_backoff: float = 10.0
 
 
 class Agent:
@@ -333,23 +306,14 @@ class Agent:
         """Apply a batch of decisions in order, folded; then save the cursor.
 
         A start whose shrinks are in the same batch (an agent catching up)
-        starts without the pods they took."""
-        stopped = {d.run_id for d in batch if d.kind == "stop"}
-        taken: dict[str, set[int]] = {}
-        for d in batch:
-            if d.kind == "shrink":
-                taken.setdefault(d.run_id, set()).update(d.pods)
-        newest: dict[int, int] = {}
+        starts without the pods they took (``fold``)."""
+        folded = fold(batch)
         for d in batch:
             if d.kind == "start":
-                newest[d.workload_id] = max(newest.get(d.workload_id, 0), d.attempt)
-        for d in batch:
-            if d.kind == "start":
-                superseded = d.run_id in stopped or d.attempt < newest[d.workload_id]
-                if superseded and d.run_id not in self.state.runs:
+                if d.run_id in folded.superseded and d.run_id not in self.state.runs:
                     self.state.mark_done(d.run_id)  # ended before it could start
                     continue
-                self._start(d, tuple(sorted(taken.get(d.run_id, ()))))
+                self._start(d, folded.taken.get(d.run_id, ()))
             elif d.kind == "stop":
                 self._stop(d)
             elif d.kind == "shrink":

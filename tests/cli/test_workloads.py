@@ -81,7 +81,7 @@ def test_list_defaults_filters_and_formats(org: Org) -> None:
 
     rows = org.ok("workloads", "list").splitlines()
     assert rows[0].split() == ["ID", "NAME", "TEAM", "CLASS", "PRIORITY", "GPUS", "STATUS",
-                               "POOL", "REASON"]
+                               "POOL", "PODS", "REASON"]
     assert [r.split()[1] for r in rows[1:]] == ["a", "b"]  # c finished
     assert [r.split()[1] for r in org.ok("workloads", "list", "-A").splitlines()[1:]] == \
         ["a", "b", "c"]
@@ -92,6 +92,7 @@ def test_list_defaults_filters_and_formats(org: Org) -> None:
     assert len(org.ok("workloads", "list", "-A", "--limit", "1").splitlines()) == 2
     wide = org.ok("workloads", "list", "-o", "wide").splitlines()[0].split()
     assert wide[-6:] == ["PODS", "ATTEMPT", "NODES", "SUBMITTED-BY", "SUBMITTED", "REASON"]
+    assert wide.index("PODS") == wide.index("POOL") + 1
     mine = org.ok("workloads", "list", token=member).splitlines()
     assert [r.split()[1] for r in mine[1:]] == ["b"]  # a member's default: its teams
     as_json = json.loads(org.ok("workloads", "list", "-A", "-o", "json"))
@@ -193,3 +194,26 @@ def test_watch_get_until_finished_and_list_sees_a_preemption(org: Org) -> None:
             if watch.proc.poll() is None:
                 watch.proc.terminate()
             watch.finish()
+
+
+def test_submit_cpu_and_memory_accept_kubernetes_quantities(org: Org) -> None:
+    seed_org(org)
+    org.ok("submit", "a", "--team", "nlp", "--gpus", "1", "--cpu", "8", "--memory", "64Gi")
+    org.ok("submit", "b", "--team", "nlp", "--gpus", "1", "--cpu", "500m", "--memory", "1G")
+    specs = {w["name"]: w["spec"] for w in org.admin.list_workloads().items}
+    assert (specs["a"]["cpu"], specs["a"]["memory_mib"]) == (8, 65536)
+    assert (specs["b"]["cpu"], specs["b"]["memory_mib"]) == (0.5, 954)  # 10^9 B, rounded up
+
+
+def test_submit_bad_cpu_or_memory_names_the_flag_and_the_forms(org: Org) -> None:
+    seed_org(org)
+    cases = [(("--cpu", "lots"), "--cpu 'lots'", "500m"),
+             (("--cpu", "0.0001"), "--cpu '0.0001'", "steps of 1m"),
+             (("--memory", "64GB"), "--memory '64GB'", "64Gi, 512Mi, 1G"),
+             (("--memory", "16384"), "--memory '16384': no unit", "64Gi")]
+    for flags, named, form in cases:
+        result = org.cli("submit", "x", "--team", "nlp", "--gpus", "1", *flags)
+        assert result.exit_code == 2, (flags, result.stdout)
+        assert named in result.stderr and form in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    assert org.admin.list_workloads().items == []

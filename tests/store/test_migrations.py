@@ -95,3 +95,12 @@ def test_upgrading_a_database_with_data_keeps_it(backend_url: str) -> None:
         assert tuple(row) == (7, 0)
     finally:
         db.dispose()
+
+
+def test_host_resources_round_trip_through_the_stored_spec() -> None:
+    spec = make_spec(name="w", team="t", gpus=1, cpu=0.25, memory_mib=2048)
+    data = codec.spec_to_dict(spec)
+    assert (data["cpu"], data["memory_mib"]) == (0.25, 2048)
+    assert codec.spec_from_dict(data) == spec
+    old = {k: v for k, v in data.items() if k not in ("cpu", "memory_mib")}
+    assert codec.spec_from_dict(old).cpu_milli == 0  # a spec stored before revision 3

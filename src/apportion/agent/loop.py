@@ -41,7 +41,7 @@ from apportion.agent.model import (
 )
 from apportion.agent.protocol import AgentApi, AgentOptions, Retry
 from apportion.agent.state import AgentState, RunRecord, StateFile
-from apportion.client import ApiError, Page, ServerUnreachable
+from apportion.client import ApiError, ServerUnreachable
 from apportion.clock import SYSTEM_CLOCK, Clock
 from apportion.domain.lifecycle import pods_phrase
 

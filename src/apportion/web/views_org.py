@@ -1,0 +1,160 @@
+"""Overview, Teams, Events and Usage pages."""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from sqlalchemy.orm import Session as DbSession
+
+from apportion.service import insights, org, pools
+from apportion.service.authz import require_reader
+from apportion.service.context import Ctx
+from apportion.web.deps import SessionDep
+from apportion.web.render import PageError, control, error_page, page
+from apportion.web.teams import team_rows
+
+router = APIRouter()
+WINDOWS = (1, 6, 24, 72, 168)
+EVENT_TYPES = ("workload.status", "node.changed", "team.changed", "reservation.changed",
+               "pool.agent")
+
+
+def _hours(raw: str | None, default: int, field: str = "hours") -> int:
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise PageError(400, "Invalid input", f"{field}: {raw!r} is not a number of hours "
+                        "(allowed: 1-720)") from None
+    if not 1 <= value <= 720:
+        raise PageError(400, "Invalid input", f"{field}: {value} is out of range "
+                        "(allowed: 1-720)")
+    return value
+
+
+def _pool_cards(s: DbSession, ctx: Ctx, hours: int, now: float) -> list[dict[str, Any]]:
+    require_reader(ctx, "capacity.read", "pools")
+    caps = {c["pool"]: c for c in pools.pool_capacity_views(s, ctx.org_id)}
+    nodes = pools.node_views(s, ctx.org_id)
+    names = list(caps)
+    status = insights.pool_status(s, ctx.org_id, names, now)
+    spans = insights.intervals(s, ctx.org_id, now - hours * 3600)
+    cards = []
+    for name in names:
+        mine = [n for n in nodes if n["pool"] == name]
+        total = sum(n["gpus"] for n in mine)
+        # healthy: on nodes that report ready (cordoned ones included), less
+        # the devices a node reports unavailable
+        healthy = sum(n["gpus"] - (n["unavailable_gpus"] or 0) for n in mine
+                      if n["health"] == "ready")
+        allocated = caps[name]["used"] or 0
+        cards.append({
+            "name": name, "total": total, "healthy": healthy, "allocated": allocated,
+            "idle": max(0, healthy - allocated),
+            "cordoned": sum(1 for n in mine if n["state"] in ("cordoned", "unknown")),
+            "down": sum(1 for n in mine if n["state"] == "down"), "nodes": len(mine),
+            **status[name],
+            "chart": insights.allocation_series(spans, now - hours * 3600, now, 72, name),
+        })
+    return cards
+
+
+@router.get("/")
+def overview(request: Request, sess: SessionDep, hours: str | None = None) -> Response:
+    def build(s: DbSession) -> dict[str, Any]:
+        window = _hours(hours, 6)
+        now = time.time()
+        cards = _pool_cards(s, sess.ctx, window, now)
+        unrouted = insights.pool_status(s, sess.ctx.org_id, [], now)[""]
+        return {"nav": "overview", "cards": cards, "hours": window, "windows": WINDOWS,
+                "unrouted": unrouted}
+
+    return page(request, sess, "overview.html", build)
+
+
+@router.get("/teams")
+def teams(request: Request, sess: SessionDep, pool: str | None = None,
+          collapsed: str = "") -> Response:
+    def build(s: DbSession) -> dict[str, Any]:
+        require_reader(sess.ctx, "team.read", "teams")
+        names = [p["name"] for p in pools.pool_views(s, sess.ctx.org_id)]
+        shut = {t for t in collapsed.split(",") if t}
+        views = org.team_views(s, sess.ctx.org_id)
+        caps = pools.team_capacity_views(s, sess.ctx.org_id, pool or None)
+        return {"nav": "teams", "rows": team_rows(views, caps, shut), "pools": names,
+                "pool": pool or "", "collapsed": sorted(shut)}
+
+    return page(request, sess, "teams.html", build)
+
+
+@router.get("/events")
+def events(request: Request, sess: SessionDep, workload: str = "", team: str = "") -> Response:
+    types = [t for t in request.query_params.getlist("type") if t]
+
+    def build(s: DbSession) -> dict[str, Any]:
+        wid = _workload_id(workload)
+        rows = insights.recent_events(s, sess.ctx, types=types, workload_id=wid,
+                                      team=team or None, limit=100)
+        return {"nav": "events", "events": rows, "types": EVENT_TYPES, "chosen": types,
+                "workload": workload, "team": team}
+
+    return page(request, sess, "events.html", build)
+
+
+def _workload_id(raw: str) -> int | None:
+    if not raw:
+        return None
+    try:
+        return int(raw.lstrip("#"))
+    except ValueError:
+        raise PageError(400, "Invalid input",
+                        f"workload: {raw!r} is not a workload id (allowed: a number)") from None
+
+
+def _usage(s: DbSession, ctx: Ctx, hours: int) -> dict[str, Any]:
+    require_reader(ctx, "capacity.read", "usage")
+    now = time.time()
+    start = now - hours * 3600
+    spans = insights.intervals(s, ctx.org_id, start)
+    rows = insights.usage_report(spans, start, now)
+    totals = {k: round(sum(r[k] for r in rows), 3) for k in
+              ("reserved_gpu_hours", "elastic_gpu_hours", "gpu_hours", "lost_gpu_hours")}
+    totals["preemptions"] = sum(r["preemptions"] for r in rows)
+    chart = insights.allocation_series(spans, start, now, 72)
+    return {"rows": rows, "totals": totals, "chart": chart, "start": start, "end": now}
+
+
+@router.get("/usage")
+def usage(request: Request, sess: SessionDep, hours: str | None = None) -> Response:
+    def build(s: DbSession) -> dict[str, Any]:
+        window = _hours(hours, 24)
+        return {"nav": "usage", "hours": window, "windows": WINDOWS,
+                **_usage(s, sess.ctx, window)}
+
+    return page(request, sess, "usage.html", build)
+
+
+@router.get("/usage.csv")
+def usage_csv(request: Request, sess: SessionDep, hours: str | None = None) -> Response:
+    try:
+        window = _hours(hours, 24)
+        with control(request).db.read() as s:
+            data = _usage(s, sess.ctx, window)
+    except Exception as exc:
+        return error_page(request, sess, exc)
+    out = io.StringIO()
+    fields = ["team", "reserved_gpu_hours", "elastic_gpu_hours", "gpu_hours", "preemptions",
+              "lost_gpu_hours"]
+    writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(data["rows"])
+    name = f"apportion-usage-{window}h.csv"
+    return Response(out.getvalue(), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"',
+                             "Cache-Control": "no-store"})

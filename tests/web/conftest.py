@@ -4,8 +4,10 @@ and PostgreSQL), browser ones against a real server (see browser.py)."""
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,16 +69,85 @@ def api_call(client: TestClient) -> Any:
     return call
 
 
-@pytest.fixture
-def site(backend_url: str) -> Iterator[Site]:  # noqa: F811
-    control = ControlPlane(Settings(database_url=backend_url, bootstrap_token=ADMIN_TOKEN,
+def _open_site(url: str, demo: Demo | None) -> Iterator[Site]:
+    control = ControlPlane(Settings(database_url=url, bootstrap_token=ADMIN_TOKEN,
                                     run_scheduler=False, rate_limit=0.0))
     control.start()
     app = create_app(control=control)
     try:
         with TestClient(app, raise_server_exceptions=False) as api:
-            s = Site(app, control, api, build(api_call(api)))
-            s.cycle()
+            if demo is None:
+                s = Site(app, control, api, build(api_call(api)))
+                s.cycle()
+            else:
+                s = Site(app, control, api, replace(demo, call=api_call(api),
+                                                    ids=dict(demo.ids),
+                                                    tokens=dict(demo.tokens),
+                                                    reported=set(demo.reported)))
             yield s
     finally:
         control.stop()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Demo]]:
+    """The demo organization built once in an SQLite file; each test gets a copy."""
+    path = tmp_path_factory.mktemp("web-template") / "apportion.db"
+    for s in _open_site(f"sqlite:///{path}", None):
+        demo = s.demo
+    yield path, demo
+
+
+@pytest.fixture
+def site(sqlite_template: tuple[Path, Demo], tmp_path: Path) -> Iterator[Site]:
+    """A server app (TestClient) on a fresh copy of the demo database (SQLite)."""
+    template, demo = sqlite_template
+    shutil.copy(template, tmp_path / "apportion.db")
+    yield from _open_site(f"sqlite:///{tmp_path / 'apportion.db'}", demo)
+
+
+@pytest.fixture
+def any_site(backend_url: str) -> Iterator[Site]:  # noqa: F811
+    """The demo organization built fresh on SQLite and on PostgreSQL."""
+    yield from _open_site(backend_url, None)
+
+
+# -- browser tests -------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, need_chromium
+
+    need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def live(tmp_path: Any, browser: Any) -> Iterator[Any]:
+    """A fresh real server with the demo organization (one per test: any order)."""
+    from tests.web.browser import start_server
+
+    yield from start_server(tmp_path)
+
+
+@pytest.fixture
+def page(browser: Any, live: Any) -> Iterator[Any]:
+    """A new browser context (no cookies) at 1280 x 800."""
+    from tests.web.browser import TIMEOUT_MS
+
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=live.url)
+    context.set_default_timeout(TIMEOUT_MS)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield pg
+    finally:
+        context.close()
+    assert not errors, f"script errors on the page: {errors}"

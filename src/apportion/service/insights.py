@@ -125,11 +125,13 @@ def usage_report(spans: list[Interval], start: float, end: float) -> list[dict[s
     out = []
     for row in rows.values():
         row["gpu_hours"] = row["reserved_gpu_hours"] + row["elastic_gpu_hours"]
-        for key in ("reserved_gpu_hours", "elastic_gpu_hours", "lost_gpu_hours", "gpu_hours"):
-            row[key] = round(row[key], 3)
-        if row["gpu_hours"] or row["preemptions"]:
+        if row["gpu_hours"] > 0 or row["preemptions"]:
             out.append(row)
-    return sorted(out, key=lambda r: (-r["gpu_hours"], r["team"]))
+    out.sort(key=lambda r: (-r["gpu_hours"], r["team"]))
+    for row in out:
+        for key in ("reserved_gpu_hours", "elastic_gpu_hours", "lost_gpu_hours", "gpu_hours"):
+            row[key] = round(row[key], 4)
+    return out
 
 
 def pool_status(session: Session, org_id: int, pools: list[str], now: float | None = None

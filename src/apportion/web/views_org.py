@@ -38,7 +38,9 @@ def _hours(raw: str | None, default: int, field: str = "hours") -> int:
     return value
 
 
-def _pool_cards(s: DbSession, ctx: Ctx, hours: int, now: float) -> list[dict[str, Any]]:
+def _pool_cards(s: DbSession, ctx: Ctx, hours: int, now: float
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One card per pool, and the waiting work not routed to any pool yet."""
     require_reader(ctx, "capacity.read", "pools")
     caps = {c["pool"]: c for c in pools.pool_capacity_views(s, ctx.org_id)}
     nodes = pools.node_views(s, ctx.org_id)
@@ -62,7 +64,7 @@ def _pool_cards(s: DbSession, ctx: Ctx, hours: int, now: float) -> list[dict[str
             **status[name],
             "chart": insights.allocation_series(spans, now - hours * 3600, now, 72, name),
         })
-    return cards
+    return cards, status[""]
 
 
 @router.get("/")
@@ -70,8 +72,7 @@ def overview(request: Request, sess: SessionDep, hours: str | None = None) -> Re
     def build(s: DbSession) -> dict[str, Any]:
         window = _hours(hours, 6)
         now = time.time()
-        cards = _pool_cards(s, sess.ctx, window, now)
-        unrouted = insights.pool_status(s, sess.ctx.org_id, [], now)[""]
+        cards, unrouted = _pool_cards(s, sess.ctx, window, now)
         return {"nav": "overview", "cards": cards, "hours": window, "windows": WINDOWS,
                 "unrouted": unrouted}
 

@@ -115,10 +115,12 @@ def any_site(backend_url: str) -> Iterator[Site]:  # noqa: F811
 # -- browser tests -------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
-    from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, need_chromium
+    from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, need_chromium
 
     need_chromium()
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=TIMEOUT_MS)
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -136,12 +138,27 @@ def live(tmp_path: Any, browser: Any) -> Iterator[Any]:
     yield from start_server(tmp_path)
 
 
+@pytest.fixture(scope="session")
+def shared(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any]:
+    """One real server with the demo organization for tests that only look."""
+    from tests.web.browser import start_server
+
+    yield from start_server(tmp_path_factory.mktemp("web-shared"))
+
+
 @pytest.fixture
-def page(browser: Any, live: Any) -> Iterator[Any]:
-    """A new browser context (no cookies) at 1280 x 800."""
+def server(request: pytest.FixtureRequest) -> Any:
+    """The server of this test: ``live`` if it asked for one, else ``shared``."""
+    name = "live" if "live" in request.fixturenames else "shared"
+    return request.getfixturevalue(name)
+
+
+@pytest.fixture
+def page(browser: Any, server: Any) -> Iterator[Any]:
+    """A new browser context (no cookies) at 1280 x 800 on the test's server."""
     from tests.web.browser import TIMEOUT_MS
 
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=live.url)
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=server.url)
     context.set_default_timeout(TIMEOUT_MS)
     pg = context.new_page()
     errors: list[str] = []

@@ -163,7 +163,7 @@ def workload_logs(request: Request, sess: SessionDep, workload_id: int) -> Respo
     def build(s: DbSession) -> dict[str, Any]:
         part = logs_svc.read(s, sess.ctx, workload_id, None, None, {}, logs_svc.MAX_READ)
         pods = [(pod, data[-LOG_TAIL:].decode("utf-8", errors="replace"), len(data) > LOG_TAIL)
-                for pod, data, _nxt in part.parts]
+                for pod, data, _nxt in part.parts if data]
         return {"pods": pods, "attempt": part.attempt, "is_ended": part.is_ended,
                 "workload_id": workload_id}
 

@@ -23,6 +23,9 @@ CASES = [
                   "gang_512_ms", "nodes_examined_per_placement"}, id="placement"),
     pytest.param(["simulate.py", "--workloads", "200", "--nodes", "60", "--teams", "10"],
                  {"wall_s", "cycles", "workloads", "nodes", "teams"}, id="simulate"),
+    pytest.param(["dashboard.py", "--quick"],
+                 {"pages", "baseline_ms", "live_update_ms", "slowest_ms", "sizes"},
+                 id="dashboard"),
 ]
 
 

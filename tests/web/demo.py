@@ -29,6 +29,7 @@ class Demo:
     ids: dict[str, int] = field(default_factory=dict)
     tokens: dict[str, str] = field(default_factory=dict)
     reported: set[tuple[int, int]] = field(default_factory=set)
+    cursor: int = 0
 
     def token(self, name: str, role: str, teams: list[str] | None = None,
               pool: str | None = None) -> str:
@@ -46,16 +47,21 @@ class Demo:
     def report_running(self) -> int:
         """The agent's part: report every new start decision as running."""
         n = 0
-        for d in self.call("GET", "/v1/agent/decisions?limit=100", self.agent):
-            key = (d["workload_id"], d["attempt"])
-            if d["kind"] != "start" or key in self.reported:
-                continue
-            self.reported.add(key)
-            res = self.call("POST", "/v1/agent/reports", self.agent, json={
-                "workload_id": d["workload_id"], "attempt": d["attempt"],
-                "run_id": d["run_id"], "status": "running"})
-            n += bool(res.get("accepted"))
-        return n
+        while True:
+            page = self.call("GET", f"/v1/agent/decisions?limit=100&cursor={self.cursor}",
+                             self.agent)
+            if not page:
+                return n
+            self.cursor = max(int(d["id"]) for d in page)
+            for d in page:
+                key = (d["workload_id"], d["attempt"])
+                if d["kind"] != "start" or key in self.reported:
+                    continue
+                self.reported.add(key)
+                res = self.call("POST", "/v1/agent/reports", self.agent, json={
+                    "workload_id": d["workload_id"], "attempt": d["attempt"],
+                    "run_id": d["run_id"], "status": "running"})
+                n += bool(res.get("accepted"))
 
 
 def build(call: Call) -> Demo:

@@ -11,7 +11,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from tests.web.demo import bearer
-from tests.web.test_browser_views import log_in
+from tests.web.test_browser_views import log_in, shot
 
 
 def _stays_loaded(page: Any) -> None:
@@ -61,6 +61,7 @@ def test_submit_with_preview_appears_live_in_table_and_map(page: Any, live: Any)
     expect(preview.locator("[data-k=pool]")).to_have_text("main")
     expect(preview.locator("[data-k=starts]")).to_have_text("start now")
     expect(preview.locator("[data-k=victims]")).to_have_text("nothing")
+    shot(form, "submit")
     before = live.api("GET", "/v1/workloads")
     assert len(before) == 3  # the preview stored nothing
     form.click("button.primary")

@@ -9,9 +9,6 @@ Nothing here writes.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import or_, select
@@ -20,61 +17,13 @@ from sqlalchemy.orm import Session
 from apportion.service.authz import deny, visible_teams
 from apportion.service.context import Ctx, Role
 from apportion.service.loading import load_parents
+from apportion.service.spans import PLACED, Interval, intervals, placed
 from apportion.service.views import event_view, gpus
-from apportion.store.models import EventRow, WorkloadRow
+from apportion.store.models import EventRow, NodeRow, PoolRow, WorkloadRow
+from apportion.store.repos import orgs as org_repo
 
-PLACED = ("Starting", "Running")
 WAITING = ("Pending", "Queued")
-_COLUMNS = (WorkloadRow.id, WorkloadRow.team, WorkloadRow.wclass, WorkloadRow.pool,
-            WorkloadRow.status, WorkloadRow.attempt, WorkloadRow.placement,
-            WorkloadRow.started_at, WorkloadRow.ended_at, WorkloadRow.attempts)
-
-
-@dataclass(frozen=True, slots=True)
-class Interval:
-    """One attempt's hold on GPUs: ``milli`` in ``pool`` from ``start`` to
-    ``end`` (None: still held). ``status`` is how the attempt ended (or its
-    current status)."""
-
-    workload_id: int
-    attempt: int
-    team: str
-    pool: str
-    is_reserved: bool
-    milli: int
-    start: float
-    end: float | None
-    status: str
-
-
-def _milli(placement: Iterable[Any] | None) -> int:
-    return sum(int(d["milli"]) for p in placement or () for d in p["devices"])
-
-
-def intervals(session: Session, org_id: int, since: float) -> list[Interval]:
-    """Attempt intervals that were still open at ``since`` or began after it."""
-    q = select(*_COLUMNS).where(
-        WorkloadRow.org_id == org_id,
-        or_(WorkloadRow.is_active.is_(True), WorkloadRow.ended_at >= since),
-    )
-    out: list[Interval] = []
-    for row in session.execute(q):
-        is_reserved = row.wclass == "reserved"
-        for a in row.attempts or ():
-            start, end = a.get("started_at"), a.get("ended_at")
-            if start is None or a.get("pool") is None or (end is not None and end < since):
-                continue
-            out.append(Interval(row.id, int(a["attempt"]), row.team, a["pool"], is_reserved,
-                                _milli(a.get("placement")), float(start),
-                                None if end is None else float(end), a["status"]))
-        if row.started_at is None or row.pool is None:
-            continue
-        end = None if row.status in PLACED else row.ended_at
-        if end is not None and end < since:
-            continue
-        out.append(Interval(row.id, row.attempt, row.team, row.pool, is_reserved,
-                            _milli(row.placement), float(row.started_at), end, row.status))
-    return out
+__all__ = ["PLACED", "Interval", "intervals"]
 
 
 def allocation_series(
@@ -134,39 +83,72 @@ def usage_report(spans: list[Interval], start: float, end: float) -> list[dict[s
     return out
 
 
-def pool_status(session: Session, org_id: int, pools: list[str], now: float | None = None
-                ) -> dict[str, dict[str, Any]]:
-    """Per pool: GPUs held by reserved and elastic work, workloads Running and
-    waiting, preemptions in the last hour, and the waiting reasons with counts
-    (most frequent first). Waiting work with no pool yet counts under ``""``."""
-    now = time.time() if now is None else now
+def pool_status(session: Session, org_id: int, pools: list[str], spans: list[Interval],
+                now: float) -> dict[str, dict[str, Any]]:
+    """Per pool: GPUs held by reserved and elastic work and workloads Running
+    (from the open attempts in ``spans``), attempts preempted in the last hour
+    (``spans`` must reach back an hour), workloads waiting and their reasons
+    with counts (most frequent first). Work not routed to a pool yet (Pending)
+    counts under ``""``."""
     out: dict[str, dict[str, Any]] = {
         p: {"reserved_milli": 0, "elastic_milli": 0, "running": 0, "waiting": 0,
             "preempted_last_hour": 0, "reasons": {}} for p in [*pools, ""]}
-    q = select(WorkloadRow.pool, WorkloadRow.status, WorkloadRow.wclass, WorkloadRow.placement,
-               WorkloadRow.reason_code, WorkloadRow.spec).where(
-        WorkloadRow.org_id == org_id, WorkloadRow.is_active.is_(True))
-    for row in session.execute(q):
-        if row.status in WAITING:
-            key = row.pool or (row.spec or {}).get("pool") or ""
-            st = out.get(key, out[""])
-            st["waiting"] += 1
-            code = row.reason_code or "NOT_YET_CONSIDERED"
-            st["reasons"][code] = st["reasons"].get(code, 0) + 1
-        elif row.status in PLACED and row.pool in out:
-            st = out[row.pool]
-            st["running"] += row.status == "Running"
-            st["reserved_milli" if row.wclass == "reserved" else "elastic_milli"] += _milli(
-                row.placement)
-    for s in intervals(session, org_id, now - 3600):
-        if s.status == "Preempted" and s.end is not None and s.end >= now - 3600 and (
-                s.pool in out):
-            out[s.pool]["preempted_last_hour"] += 1
+    q = select(WorkloadRow.pool, WorkloadRow.reason_code).where(
+        WorkloadRow.org_id == org_id, WorkloadRow.is_active.is_(True),
+        WorkloadRow.status.in_(WAITING))
+    for pool, reason in session.execute(q):
+        st = out.get(pool or "", out[""])
+        st["waiting"] += 1
+        code = reason or "NOT_YET_CONSIDERED"
+        st["reasons"][code] = st["reasons"].get(code, 0) + 1
+    for sp in spans:
+        st = out.get(sp.pool)
+        if st is None:
+            continue
+        if sp.end is None and sp.status in PLACED:
+            st["running"] += sp.status == "Running"
+            st["reserved_milli" if sp.is_reserved else "elastic_milli"] += sp.milli
+        elif sp.status == "Preempted" and sp.end is not None and sp.end >= now - 3600:
+            st["preempted_last_hour"] += 1
     for st in out.values():
         st["reasons"] = sorted(st["reasons"].items(), key=lambda kv: (-kv[1], kv[0]))
+        st["allocated_milli"] = st["reserved_milli"] + st["elastic_milli"]
         st["reserved_in_use"] = gpus(st.pop("reserved_milli"))
         st["elastic_in_use"] = gpus(st.pop("elastic_milli"))
     return out
+
+
+def node_summary(session: Session, org_id: int) -> dict[str, dict[str, int]]:
+    """Per pool: nodes, GPUs total, GPUs healthy (on nodes that report ready,
+    cordoned ones included, less the devices they report unavailable), nodes
+    cordoned (or of unknown health) and down; read as plain columns."""
+    q = select(NodeRow.pool, NodeRow.gpus, NodeRow.health, NodeRow.cordoned,
+               NodeRow.unavailable).where(NodeRow.org_id == org_id)
+    out: dict[str, dict[str, int]] = {}
+    for pool, count, health, cordoned, unavailable in session.execute(q):
+        st = out.setdefault(pool, {"nodes": 0, "total": 0, "healthy_milli": 0, "cordoned": 0,
+                                   "down": 0})
+        st["nodes"] += 1
+        st["total"] += count
+        if health == "ready":
+            st["healthy_milli"] += count * 1000 - sum(int(m) for _i, m in unavailable or ())
+        st["down"] += health == "down"
+        st["cordoned"] += health != "down" and (cordoned or health == "unknown")
+    return out
+
+
+def pool_names(session: Session, org_id: int) -> list[str]:
+    """The org's pool names, sorted (no node is read)."""
+    q = select(PoolRow.name).where(PoolRow.org_id == org_id).order_by(PoolRow.name)
+    return list(session.scalars(q))
+
+
+def held(session: Session, org_id: int) -> list[tuple[str, str, bool, int]]:
+    """(team, pool, is_reserved, milli) of every Starting or Running workload:
+    the GPUs work holds (decoded once per row version, see spans.py)."""
+    return [(sp.team, sp.pool, sp.is_reserved, sp.milli)
+            for d in placed(session, org_id).values() for sp in d.spans[-1:]
+            if sp.end is None]
 
 
 def event_teams(session: Session, ctx: Ctx) -> list[str] | None:
@@ -229,17 +211,39 @@ def device_shares(s: Session, ctx: Ctx, pool: str) -> dict[tuple[str, int], list
     workload id and name (None where the caller may not read the workload), team,
     status, pod index and milli-GPUs."""
     readable = event_teams(s, ctx)
-    q = select(WorkloadRow.id, WorkloadRow.name, WorkloadRow.team, WorkloadRow.status,
-               WorkloadRow.placement).where(
-        WorkloadRow.org_id == ctx.org_id, WorkloadRow.is_active.is_(True),
-        WorkloadRow.pool == pool, WorkloadRow.status.in_(PLACED))
     out: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for row in s.execute(q.order_by(WorkloadRow.id)):
-        visible = readable is None or row.team in readable
-        for pod_index, p in enumerate(row.placement or ()):
-            for d in p["devices"]:
-                out.setdefault((p["node"], int(d["index"])), []).append({
-                    "id": row.id if visible else None, "name": row.name if visible else None,
-                    "team": row.team, "status": row.status, "pod": pod_index,
-                    "milli": int(d["milli"]), "pct": int(d["milli"]) / 10})
+    rows = placed(s, ctx.org_id, pool)
+    for wid in sorted(rows):
+        d = rows[wid]
+        team = d.spans[-1].team if d.spans else ""
+        visible = readable is None or team in readable
+        for pod_index, p in enumerate(d.placement):
+            for dev in p["devices"]:
+                out.setdefault((p["node"], int(dev["index"])), []).append({
+                    "id": wid if visible else None, "name": d.name if visible else None,
+                    "team": team, "status": d.status, "pod": pod_index,
+                    "milli": int(dev["milli"])})
     return out
+
+
+def map_nodes(session: Session, org_id: int, pool: str) -> list[dict[str, Any]]:
+    """The nodes of ``pool`` by name, as plain columns: name, gpus, labels,
+    state (``down``, ``unknown``, ``cordoned`` or ``ready``; as ``node_views``
+    says it) and the unavailable milli-GPUs per device index."""
+    q = select(NodeRow.name, NodeRow.gpus, NodeRow.labels, NodeRow.health, NodeRow.cordoned,
+               NodeRow.unavailable).where(NodeRow.org_id == org_id, NodeRow.pool == pool)
+    out = []
+    for name, count, labels, health, cordoned, unavailable in session.execute(
+            q.order_by(NodeRow.name)):
+        state = ("down" if health == "down" else "unknown" if health == "unknown"
+                 else "cordoned" if cordoned else "ready")
+        out.append({"name": name, "gpus": count, "labels": labels or {}, "state": state,
+                    "unavailable": {int(i): int(m) for i, m in unavailable or ()}})
+    return out
+
+
+def pool_topology(session: Session, org_id: int, pool: str) -> dict[str, Any]:
+    """``{"name", "topology"}`` of a pool (NotFound if it does not exist), without
+    reading its nodes."""
+    row = org_repo.get_pool(session, org_id, pool)
+    return {"name": row.name, "topology": list(row.topology or [])}

@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from fractions import Fraction
+from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -36,6 +37,7 @@ env = templates.env
 env.autoescape = True
 
 
+@cache
 def frac(value: float | int | None) -> str:
     """GPUs as a mixed fraction: 0.25 -> 1/4, 1.5 -> 1 1/2, 2 -> 2."""
     if value is None:
@@ -80,6 +82,7 @@ def clock(value: str | float | None) -> str:
     return "-" if at is None else datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+@cache
 def team_colour(team: str | None) -> str:
     """A stable colour per team (the same on every page and chart)."""
     if not team:

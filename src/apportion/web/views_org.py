@@ -42,26 +42,18 @@ def _pool_cards(s: DbSession, ctx: Ctx, hours: int, now: float
                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One card per pool, and the waiting work not routed to any pool yet."""
     require_reader(ctx, "capacity.read", "pools")
-    caps = {c["pool"]: c for c in pools.pool_capacity_views(s, ctx.org_id)}
-    nodes = pools.node_views(s, ctx.org_id)
-    names = list(caps)
-    status = insights.pool_status(s, ctx.org_id, names, now)
-    spans = insights.intervals(s, ctx.org_id, now - hours * 3600)
+    names = insights.pool_names(s, ctx.org_id)
+    nodes = insights.node_summary(s, ctx.org_id)
+    spans = insights.intervals(s, ctx.org_id, now - max(hours, 1) * 3600)
+    status = insights.pool_status(s, ctx.org_id, names, spans, now)
     cards = []
+    empty = {"nodes": 0, "total": 0, "healthy_milli": 0, "cordoned": 0, "down": 0}
     for name in names:
-        mine = [n for n in nodes if n["pool"] == name]
-        total = sum(n["gpus"] for n in mine)
-        # healthy: on nodes that report ready (cordoned ones included), less
-        # the devices a node reports unavailable
-        healthy = sum(n["gpus"] - (n["unavailable_gpus"] or 0) for n in mine
-                      if n["health"] == "ready")
-        allocated = caps[name]["used"] or 0
+        n = nodes.get(name, empty)
+        healthy, allocated = n["healthy_milli"] / 1000, status[name]["allocated_milli"] / 1000
         cards.append({
-            "name": name, "total": total, "healthy": healthy, "allocated": allocated,
-            "idle": max(0, healthy - allocated),
-            "cordoned": sum(1 for n in mine if n["state"] in ("cordoned", "unknown")),
-            "down": sum(1 for n in mine if n["state"] == "down"), "nodes": len(mine),
-            **status[name],
+            "name": name, **n, "healthy": healthy, "allocated": allocated,
+            "idle": max(0.0, healthy - allocated), **status[name],
             "chart": insights.allocation_series(spans, now - hours * 3600, now, 72, name),
         })
     return cards, status[""]
@@ -84,7 +76,7 @@ def teams(request: Request, sess: SessionDep, pool: str | None = None,
           collapsed: str = "") -> Response:
     def build(s: DbSession) -> dict[str, Any]:
         require_reader(sess.ctx, "team.read", "teams")
-        names = [p["name"] for p in pools.pool_views(s, sess.ctx.org_id)]
+        names = insights.pool_names(s, sess.ctx.org_id)
         shut = {t for t in collapsed.split(",") if t}
         views = org.team_views(s, sess.ctx.org_id)
         caps = pools.team_capacity_views(s, sess.ctx.org_id, pool or None)

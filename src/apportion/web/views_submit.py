@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session as DbSession
 from starlette.concurrency import run_in_threadpool
 
 from apportion.domain.errors import ValidationError
-from apportion.service import dryrun, org, pools
+from apportion.service import dryrun, insights, org
 from apportion.service import workloads as svc
 from apportion.service.authz import in_scope
 from apportion.service.commands import Result, execute
@@ -82,8 +82,8 @@ def _choices(s: DbSession, sess: Session) -> dict[str, Any]:
     leaves = [v["slug"] for v in views if v["is_leaf"] and (
         actor.role is Role.ORG_ADMIN
         or (actor.role in (Role.TEAM_LEAD, Role.MEMBER) and in_scope(actor, parents, v["slug"])))]
-    return {"teams": sorted(leaves), "pools": [p["name"] for p in pools.pool_views(
-        s, sess.ctx.org_id)], "may_submit": actor.role is not Role.VIEWER}
+    return {"teams": sorted(leaves), "pools": insights.pool_names(s, sess.ctx.org_id),
+            "may_submit": actor.role is not Role.VIEWER}
 
 
 def _form_page(request: Request, sess: Session, form: dict[str, str],

@@ -42,6 +42,7 @@
       var team = data.series[i].team;
       series.push({
         label: team, stroke: colour(team), fill: colour(team, 0.85), width: 1,
+        points: { show: false },
         value: function (u, v, si, idx) { return idx == null ? "-" : raw[i][idx].toFixed(2); }
       });
       rows.push(cum[i]);
@@ -51,6 +52,8 @@
       width: width, height: 220, series: series,
       axes: [{}, { label: el.getAttribute("data-unit") || "", size: 50 }],
       scales: { x: { time: true } }, cursor: { drag: { x: false, y: false } },
+      // times in UTC, like every time the server prints
+      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
       legend: { live: true }
     }, rows, el);
   }

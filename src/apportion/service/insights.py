@@ -28,11 +28,15 @@ __all__ = ["PLACED", "Interval", "intervals"]
 
 def allocation_series(
     spans: list[Interval], start: float, end: float, buckets: int, pool: str | None = None,
-    top: int = 8,
+    top: int = 8, *, is_clipped: bool = True,
 ) -> dict[str, Any]:
     """Mean GPUs held per team in each of ``buckets`` equal slices of
     [start, end): the ``top`` largest teams by GPU-hours, the rest as ``other``.
+    ``is_clipped``: start at the first allocation if that is later than ``start``.
     Returns ``{"t": [slice starts], "series": [{"team", "values"}]}``."""
+    if is_clipped:  # no slice before the first allocation (e.g. a server up for minutes)
+        first = min((sp.start for sp in spans if pool is None or sp.pool == pool), default=start)
+        start = min(max(start, first), end - 60)
     width = (end - start) / buckets
     per_team: dict[str, list[float]] = {}
     for s in spans:

@@ -219,6 +219,9 @@ def test_hostile_names_are_escaped(site: Site) -> None:
     pytest.param("/workloads?next_token=zzz", "next_token", id="cursor"),
     pytest.param("/workloads?sort=colour", "sort: 'colour' is not a column", id="sort"),
     pytest.param("/events?workload=abc", "workload: 'abc' is not a workload id", id="event-wl"),
+    pytest.param("/workloads/abc", "workload id: 'abc' is not a whole number", id="wl-id"),
+    pytest.param("/workloads?limit=500", "limit: 500 is out of range", id="limit"),
+    pytest.param("/pools/main/queue?limit=x", "limit: 'x' is not a whole number", id="q-limit"),
 ])
 def test_bad_query_values_get_a_400_page_naming_the_field(site: Site, path: str,
                                                           text: str) -> None:

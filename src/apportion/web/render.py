@@ -190,6 +190,19 @@ async def form_of(request: Request) -> dict[str, str]:
     return dict(parse_qsl(body, keep_blank_values=True))
 
 
+def as_int(raw: str, field: str, lo: int = 1, hi: int | None = None) -> int:
+    """A whole number from a URL or form (PageError 400 naming the field)."""
+    try:
+        value = int(raw)
+    except ValueError:
+        raise PageError(400, "Invalid input", f"{field}: {raw!r} is not a whole number") from None
+    if value < lo or (hi is not None and value > hi):
+        allowed = f"{lo}-{hi}" if hi is not None else f">= {lo}"
+        raise PageError(400, "Invalid input", f"{field}: {value} is out of range "
+                        f"(allowed: {allowed})")
+    return value
+
+
 def safe_next(target: str | None) -> str:
     """Only a path on this site (no ``//host`` or scheme): no open redirect."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:

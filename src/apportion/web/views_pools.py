@@ -14,7 +14,7 @@ from apportion.service.authz import require_reader
 from apportion.service.context import Ctx
 from apportion.service.queue import queue_view
 from apportion.web.deps import SessionDep
-from apportion.web.render import PageError, frac, page, team_colour
+from apportion.web.render import as_int, frac, page, team_colour
 from apportion.web.session import control
 
 router = APIRouter()
@@ -102,12 +102,10 @@ def pool_page(request: Request, sess: SessionDep, name: str) -> Response:
 
 
 @router.get("/pools/{name}/queue")
-def queue_page(request: Request, sess: SessionDep, name: str, limit: int = 100) -> Response:
+def queue_page(request: Request, sess: SessionDep, name: str, limit: str = "100") -> Response:
     def build(s: DbSession) -> dict[str, Any]:
-        if not 1 <= limit <= 10_000:
-            raise PageError(400, "Invalid input", f"limit: {limit} is out of range "
-                            "(allowed: 1-10000)")
-        return {"nav": "queue", "pools": _pool_names(s, sess.ctx), "limit": limit,
-                **queue_view(s, sess.ctx, name, limit)}
+        size = as_int(limit, "limit", 1, 10_000)
+        return {"nav": "queue", "pools": _pool_names(s, sess.ctx), "limit": size,
+                **queue_view(s, sess.ctx, name, size)}
 
     return page(request, sess, "queue.html", build)

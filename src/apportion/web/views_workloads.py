@@ -23,7 +23,15 @@ from apportion.service.loading import load_parents
 from apportion.service.views import workload_view
 from apportion.store.repos.workloads import WorkloadFilter
 from apportion.web.deps import FormDep, SessionDep
-from apportion.web.render import PageError, control, error_page, page, safe_next, ts_of
+from apportion.web.render import (
+    PageError,
+    as_int,
+    control,
+    error_page,
+    page,
+    safe_next,
+    ts_of,
+)
 
 router = APIRouter()
 STATUSES = ("Pending", "Queued", "Starting", "Running", "Completed", "Failed", "Preempted",
@@ -112,13 +120,11 @@ def _sorted(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
 
 @router.get("/workloads")
 def workloads(request: Request, sess: SessionDep, next_token: str | None = None,
-              limit: int = 50, sort: str = "id") -> Response:
+              limit: str = "50", sort: str = "id") -> Response:
     def build(s: DbSession) -> dict[str, Any]:
         f, team = _filter(request)
-        if not 1 <= limit <= 100:
-            raise PageError(400, "Invalid input", f"limit: {limit} is out of range "
-                            "(allowed: 1-100)")
-        res = svc.list_(s, sess.ctx, f, team, decode_cursor(next_token), limit)
+        size = as_int(limit, "limit", 1, 100)
+        res = svc.list_(s, sess.ctx, f, team, decode_cursor(next_token), size)
         parents = load_parents(s, sess.ctx.org_id)
         now = time.time()
         rows = [{**w, "fig": row_figures(w, now), "can_cancel": _can_cancel(sess.ctx, parents, w)}
@@ -144,37 +150,43 @@ def _timeline(s: DbSession, ctx: Ctx, wid: int) -> list[dict[str, Any]]:
 
 
 @router.get("/workloads/{workload_id}")
-def workload(request: Request, sess: SessionDep, workload_id: int) -> Response:
+def workload(request: Request, sess: SessionDep, workload_id: str) -> Response:
     def build(s: DbSession) -> dict[str, Any]:
-        row = svc.get(s, sess.ctx, workload_id)
+        wid = as_int(workload_id, "workload id")
+        row = svc.get(s, sess.ctx, wid)
         w = workload_view(row)
         parents = load_parents(s, sess.ctx.org_id)
         return {"nav": "workloads", "w": w, "fig": row_figures(w, time.time()),
-                "events": _timeline(s, sess.ctx, workload_id),
-                "why": svc.why(s, sess.ctx, workload_id),
-                "victims": insights.victims_of(s, sess.ctx.org_id, workload_id),
+                "events": _timeline(s, sess.ctx, wid),
+                "why": svc.why(s, sess.ctx, wid),
+                "victims": insights.victims_of(s, sess.ctx.org_id, wid),
                 "can_cancel": _can_cancel(sess.ctx, parents, w)}
 
     return page(request, sess, "workload.html", build)
 
 
 @router.get("/workloads/{workload_id}/logs")
-def workload_logs(request: Request, sess: SessionDep, workload_id: int) -> Response:
+def workload_logs(request: Request, sess: SessionDep, workload_id: str) -> Response:
     def build(s: DbSession) -> dict[str, Any]:
-        part = logs_svc.read(s, sess.ctx, workload_id, None, None, {}, logs_svc.MAX_READ)
+        wid = as_int(workload_id, "workload id")
+        part = logs_svc.read(s, sess.ctx, wid, None, None, {}, logs_svc.MAX_READ)
         pods = [(pod, data[-LOG_TAIL:].decode("utf-8", errors="replace"), len(data) > LOG_TAIL)
                 for pod, data, _nxt in part.parts if data]
         return {"pods": pods, "attempt": part.attempt, "is_ended": part.is_ended,
-                "workload_id": workload_id}
+                "workload_id": wid}
 
     return page(request, sess, "logs.html", build)
 
 
 @router.post("/workloads/{workload_id}/cancel")
-async def cancel(request: Request, sess: SessionDep, form: FormDep, workload_id: int
+async def cancel(request: Request, sess: SessionDep, form: FormDep, workload_id: str
                  ) -> Response:
     """The REST cancel's twin: same service function, same audit entry."""
     ctx = sess.ctx
+    try:
+        wid = as_int(workload_id, "workload id")
+    except PageError as exc:
+        return error_page(request, sess, exc)
     raw = form.get("version", "")
     version = int(raw) if raw.isdigit() else None
     message = form.get("message", "")[:1000]
@@ -182,12 +194,12 @@ async def cancel(request: Request, sess: SessionDep, form: FormDep, workload_id:
 
     def run() -> None:
         execute(cp.db, ctx, None, lambda s: Result(200, svc.cancel(
-            s, ctx, workload_id, version, message)))
+            s, ctx, wid, version, message)))
 
     try:
         await run_in_threadpool(run)
     except Exception as exc:
         return error_page(request, sess, exc)
     cp.poke()
-    target = safe_next(form.get("next") or f"/workloads/{workload_id}")
+    target = safe_next(form.get("next") or f"/workloads/{wid}")
     return RedirectResponse(target, status_code=303)

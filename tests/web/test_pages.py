@@ -245,3 +245,23 @@ def test_usage_csv_has_a_row_per_team(site: Site) -> None:
     assert lines[0] == ("team,reserved_gpu_hours,elastic_gpu_hours,gpu_hours,preemptions,"
                         "lost_gpu_hours")
     assert {line.split(",")[0] for line in lines[1:]} == {"production", "nlp"}
+
+
+def test_workload_logs_show_what_the_agent_shipped(site: Site) -> None:
+    import base64
+
+    wid = site.demo.ids["nlp-half"]
+    agent = bearer(site.demo.tokens["agent-main"])
+    text = "epoch 1 loss 0.5 <b>not bold</b>\n"
+    r = site.api.post("/v1/agent/logs", headers=agent, json={
+        "workload_id": wid, "attempt": 1, "pod": 0, "offset": 0,
+        "data": base64.b64encode(text.encode()).decode()})
+    assert r.status_code == 200, r.text
+    client = site.as_admin()
+    page = client.get(f"/workloads/{wid}")
+    assert f'hx-get="/workloads/{wid}/logs"' in page.text
+    logs = client.get(f"/workloads/{wid}/logs")
+    assert logs.status_code == 200
+    assert "epoch 1 loss 0.5 &lt;b&gt;not bold&lt;/b&gt;" in logs.text
+    other = site.as_token("vision-dev", "member", ["vision"])
+    assert other.get(f"/workloads/{wid}/logs").status_code == 403

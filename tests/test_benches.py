@@ -93,6 +93,18 @@ def _check_api(r: dict[str, Any]) -> None:
     assert r["postgres"] is None and r["postgres_submits_per_s"] is None  # not in --quick
 
 
+def _check_dashboard(r: dict[str, Any]) -> None:
+    assert r["sizes"]["workloads"] == 300 and r["sizes"]["running"] > 0
+    assert r["baseline_ms"] > 0 and 0 < r["live_update_ms"] < 10_000
+    pages = r["pages"]
+    assert {"overview", "workloads", "pool_map", "queue"} <= set(pages), sorted(pages)
+    for name, fig in pages.items():
+        assert fig["median_ms"] > 0 and fig["first_ms"] > 0, name
+        assert fig["ratio"] == pytest.approx(fig["median_ms"] / r["baseline_ms"], abs=0.1)
+    assert r["slowest_ms"] == max(f["median_ms"] for n, f in pages.items()
+                                  if n != "rest_dry_run")
+
+
 needs_traces = pytest.mark.skipif(not TRACES.is_dir(),
                                   reason=f"the Alibaba GPU trace is not at {TRACES}")
 
@@ -106,6 +118,7 @@ CASES = [
     pytest.param(["fragmentation.py", "--quick", "--traces", str(TRACES)],
                  _check_fragmentation, id="fragmentation", marks=needs_traces),
     pytest.param(["api.py", "--quick"], _check_api, id="api"),
+    pytest.param(["dashboard.py", "--quick"], _check_dashboard, id="dashboard"),
 ]
 
 

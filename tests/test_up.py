@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
+
 from apportion.client import ApportionClient
 
 ENTRY = "from apportion.cli.main import main; main()"
@@ -68,6 +70,7 @@ def test_up_runs_workloads_preempts_and_stops_cleanly(tmp_path: Path) -> None:
             assert _count(client, "Preempted") > 0, (statuses, log)
             pool = client.get_pool("demo")
             assert pool["capacity"] == 128 and pool["agent"]["status"] == "connected"
+        _dashboard_opens(url, token)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
     finally:
@@ -76,6 +79,19 @@ def test_up_runs_workloads_preempts_and_stops_cleanly(tmp_path: Path) -> None:
             proc.wait(timeout=10)
         stderr.close()
     assert (tmp_path / "up" / "apportion.db").exists()  # --data-dir is kept
+
+
+def _dashboard_opens(url: str, token: str) -> None:
+    """The printed URL is the dashboard: it asks to log in, takes the admin token,
+    and shows the demo pool."""
+    with httpx.Client(base_url=url, timeout=10, follow_redirects=False) as web:
+        assert web.get("/").headers["location"] == "/login?next=%2F"
+        nonce = re.search(r'name="csrf" value="([^"]+)"', web.get("/login").text)
+        assert nonce is not None
+        r = web.post("/login", data={"token": token, "csrf": nonce.group(1), "next": "/"})
+        assert r.status_code == 303
+        page = web.get("/")
+        assert page.status_code == 200 and "Pool demo" in page.text
 
 
 def test_up_stops_by_itself_after_its_duration(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from apportion.api.deps import RateLimiter
 from apportion.api.routers import agent, events, logs, org, pools, system, workloads
 from apportion.service.control import ControlPlane
 from apportion.service.settings import Settings
+from apportion.web import mount as mount_dashboard
 
 _RID_OK = re.compile(r"^[\w.:/+=-]{1,128}$")
 
@@ -100,6 +101,7 @@ def create_app(settings: Settings | None = None, control: ControlPlane | None = 
     for module in (org, workloads, pools, events, agent, logs):
         app.include_router(module.router, prefix="/v1")
     app.include_router(system.router)
+    mount_dashboard(app, cp.settings.web_secret)
     app.add_middleware(RequestIdMiddleware, control=cp)
     return app
 

@@ -22,7 +22,7 @@ def server(
     ] = False,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
 ) -> None:
-    """Start the apportion control plane: REST API on /v1, /docs, /metrics."""
+    """Start the apportion control plane: web dashboard on /, REST API on /v1, /docs, /metrics."""
     import uvicorn
 
     from apportion.api.app import create_app

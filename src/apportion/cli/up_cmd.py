@@ -4,7 +4,8 @@ In one process: the control plane (SQLite, scheduler loop, REST API) served by
 uvicorn in a thread; one agent in a thread (sim executor with a rack-shaped demo
 pool, or the local executor running real commands); and a demo stream that
 creates an organization and submits workloads that burst and get preempted.
-Prints the URL and the admin token, then runs until Ctrl-C (or ``--duration``).
+Prints the URL (the web dashboard, served by the same server) and the admin
+token, then runs until Ctrl-C (or ``--duration``).
 """
 
 from __future__ import annotations
@@ -208,8 +209,9 @@ def _banner(url: str, token: str, executor: str, capacity: float, directory: Pat
     print(f"""
 apportion is up ({executor} executor, pool {POOL!r} with {capacity:g} GPUs)
 
-  URL          {url}        (API docs: {url}/docs)
+  URL          {url}        (the dashboard: log in with the admin token)
   admin token  {token}
+  API          {url}/v1     (docs: {url}/docs)
 
   Try:  apportion login --server {url} --token {token}
         apportion workloads list

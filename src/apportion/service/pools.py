@@ -15,6 +15,7 @@ from apportion.service.authz import require_admin
 from apportion.service.context import Ctx
 from apportion.service.errors import Conflict, check_version
 from apportion.service.events import add_event
+from apportion.service.insights import held
 from apportion.service.loading import load_tree, node_capacity
 from apportion.service.views import gpus, node_view, pool_view
 from apportion.store import codec
@@ -194,14 +195,11 @@ def team_capacity_views(
         pools = [pool]
     shares = sec_repo.list_entitlements(session, org_id)
     usage: dict[tuple[str, str, bool], int] = {}
-    for w in wl_repo.active_workloads(session, org_id):
-        if w.pool is None or w.status not in ("Starting", "Running"):
+    for w_team, w_pool, is_reserved, milli in held(session, org_id):
+        if w_team not in tree.teams:
             continue
-        milli = placement_milli(codec.placement_from_json(w.placement))
-        if w.team not in tree.teams:
-            continue
-        for t in tree.path(w.team):
-            key = (t, w.pool, w.wclass == "reserved")
+        for t in tree.path(w_team):
+            key = (t, w_pool, is_reserved)
             usage[key] = usage.get(key, 0) + milli
     out = []
     for slug in wanted if wanted is not None else sorted(tree.teams):

@@ -43,6 +43,10 @@ class Settings:
     holder: str = ""
     #: bytes of log kept per pod and attempt; what an agent ships beyond is dropped
     log_max_bytes: int = 64 * 1024 * 1024
+    #: key that signs dashboard session cookies; None: a random one per process
+    #: (sessions then end when the server restarts; set it when several servers
+    #: share one database behind a load balancer)
+    web_secret: str | None = None
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -60,6 +64,7 @@ class Settings:
             "run_scheduler": env.get("APPORTION_SCHEDULER", "1") not in ("0", "false", "no"),
             "sqlite_synchronous": env.get("APPORTION_SQLITE_SYNCHRONOUS") or "NORMAL",
             "log_max_bytes": int(_float("APPORTION_LOG_MAX_BYTES", 64 * 1024 * 1024)),
+            "web_secret": env.get("APPORTION_WEB_SECRET") or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -171,7 +171,7 @@ def list_(
     flt = wl_repo.WorkloadFilter(
         statuses=f.statuses, teams=None if wanted is None else sorted(wanted), wclass=f.wclass,
         pool=f.pool, submitted_by=f.submitted_by, submitted_after=f.submitted_after,
-        submitted_before=f.submitted_before, name=f.name,
+        submitted_before=f.submitted_before, name=f.name, text=f.text,
     )
     page = wl_repo.list_workloads(session, ctx.org_id, flt, after, limit)
     return Page([workload_view(r) for r in page.items], page.next_after, page.total)

@@ -26,6 +26,8 @@ class WorkloadFilter:
     submitted_after: float | None = None
     submitted_before: float | None = None
     name: str | None = None
+    #: a substring of the name (case-insensitive; the dashboard's text filter)
+    text: str | None = None
     ids: Sequence[int] = field(default_factory=tuple)
 
 
@@ -71,6 +73,8 @@ def _workload_query(org_id: int, f: WorkloadFilter) -> Select[Any]:
         q = q.where(WorkloadRow.submitted_at < f.submitted_before)
     if f.name:
         q = q.where(WorkloadRow.name == f.name)
+    if f.text:
+        q = q.where(WorkloadRow.name.icontains(f.text, autoescape=True))
     return q
 
 

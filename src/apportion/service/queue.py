@@ -1,0 +1,91 @@
+"""The waiting work of a pool in the order the engine considers it (SPEC 6 step 2).
+
+The order is the engine's own ``WaitingQueue`` (reserved first, priority,
+the team's share deficit, submission time, id) fed with the deficits of the
+last cycle: entitlement minus the GPUs the team holds in the pool now. The
+cycle re-reads deficits as it admits work, so this is the order at the start
+of the next cycle. Workloads nominated for GPUs that victims are still
+freeing are not in that order (they wait for the victims); they come first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from apportion.engine.order import WaitingQueue
+from apportion.service.authz import require_reader
+from apportion.service.context import Ctx
+from apportion.service.insights import event_teams, held
+from apportion.service.views import workload_view
+from apportion.store.models import WorkloadRow
+from apportion.store.repos import orgs as repo
+from apportion.store.repos import security as sec_repo
+from apportion.store.repos import workloads as wl_repo
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    is_reserved: bool
+    priority: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    """The fields of a waiting workload that the engine's order reads (``id``,
+    ``team``, ``submitted_at``, ``spec.is_reserved``, ``spec.priority``), read as
+    plain columns: decoding whole rows into engine states costs more than the order."""
+
+    id: int
+    team: str
+    submitted_at: int
+    spec: _Spec
+    is_nominated: bool
+
+
+def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[str, Any]:
+    """``{"pool", "entries": [{position, team, workload, deficit, is_nominated}],
+    "total", "pending"}``: the first ``limit`` places of ``total``; ``workload``
+    and ``team`` are None for work the caller may not read (its place in line
+    still shows); ``pending`` counts work not routed to a pool yet."""
+    require_reader(ctx, "queue.read", f"pool/{pool}")
+    repo.get_pool(session, ctx.org_id, pool)
+    readable = event_teams(session, ctx)
+    q = select(WorkloadRow.id, WorkloadRow.team, WorkloadRow.wclass, WorkloadRow.priority,
+               WorkloadRow.submitted_at, WorkloadRow.nomination, WorkloadRow.is_hold).where(
+        WorkloadRow.org_id == ctx.org_id, WorkloadRow.is_active.is_(True),
+        WorkloadRow.pool == pool, WorkloadRow.status == "Queued")
+    queued = [_Waiting(r.id, r.team, int(r.submitted_at), _Spec(r.wclass == "reserved",
+                                                                r.priority),
+                       bool(r.nomination) and not r.is_hold) for r in session.execute(q)]
+    shares = sec_repo.list_entitlements(session, ctx.org_id)
+    holding: dict[str, int] = {}
+    for team, p, _is_reserved, milli in held(session, ctx.org_id):
+        if p == pool:
+            holding[team] = holding.get(team, 0) + milli
+
+    def deficit(team: str) -> Fraction:
+        return shares.get((team, pool), Fraction(0)) - holding.get(team, 0)
+
+    nominated = sorted((w for w in queued if w.is_nominated), key=lambda w: w.id)
+    waiting = [w for w in queued if not w.is_nominated]
+    ordered: list[_Waiting] = [*nominated, *WaitingQueue(waiting, deficit)]  # type: ignore[arg-type]
+    shown = ordered[:limit]
+    rows = {r.id: r for r in wl_repo.workloads_by_ids(session, ctx.org_id,
+                                                      [w.id for w in shown])}
+    entries = []
+    for position, w in enumerate(shown, start=1):
+        visible = readable is None or w.team in readable
+        entries.append({
+            "position": position, "team": w.team if visible else None,
+            "workload": workload_view(rows[w.id]) if visible else None,
+            "deficit": float(deficit(w.team)) / 1000, "is_nominated": w.is_nominated,
+        })
+    pending = session.scalar(select(func.count()).select_from(WorkloadRow).where(
+        WorkloadRow.org_id == ctx.org_id, WorkloadRow.is_active.is_(True),
+        WorkloadRow.status == "Pending"))
+    return {"pool": pool, "entries": entries, "total": len(ordered), "pending": int(pending or 0)}

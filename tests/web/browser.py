@@ -1,0 +1,120 @@
+"""A real server on 127.0.0.1 with the demo organization, and headless Chromium.
+
+The server is the production stack (ControlPlane with its scheduler loop,
+``create_app``, uvicorn) on SQLite; the only stand-in is the agent: a thread
+that reports every start decision as running, as an agent's executor would.
+The browser is Debian's ``chromium`` driven by Playwright (never a
+downloaded browser).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from apportion.api.app import create_app
+from apportion.service.control import ControlPlane
+from apportion.service.settings import Settings
+from tests.web.demo import ADMIN_TOKEN, Demo, bearer, build
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+#: bounded waits for what the page shows (a loaded 2-core machine is slow)
+TIMEOUT_MS = 15_000
+
+
+def need_chromium() -> None:
+    """Skip without /usr/bin/chromium, except in CI (CI=true), where it must be there."""
+    if CHROMIUM.exists():
+        return
+    if os.environ.get("CI"):
+        pytest.fail("CI is set but /usr/bin/chromium is missing: .ci/run installs it "
+                    "(apt-get install chromium)")
+    pytest.skip("browser tests need Debian's chromium at /usr/bin/chromium "
+                "(apt-get install chromium); it is not installed here")
+
+
+@dataclass
+class LiveServer:
+    url: str
+    control: ControlPlane
+    demo: Demo
+    http: httpx.Client
+
+    def api(self, method: str, path: str, headers: dict[str, str] | None = None,
+            json: Any = None) -> Any:
+        r = self.http.request(method, path, headers=headers or bearer(ADMIN_TOKEN), json=json)
+        assert r.status_code < 300, f"{method} {path}: {r.text}"
+        return r.json()["data"]
+
+    def wait_for(self, what: str, check: Any, timeout: float = 15.0) -> Any:
+        """Poll ``check()`` until it is truthy (bounded)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            value = check()
+            if value:
+                return value
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}")
+
+
+def _agent(server: LiveServer, stop: threading.Event) -> None:
+    while not stop.is_set():
+        with contextlib.suppress(AssertionError, httpx.HTTPError):  # the server is stopping
+            server.demo.report_running()
+        stop.wait(0.1)
+
+
+def start_server(tmp: Path) -> Iterator[LiveServer]:
+    import uvicorn
+
+    control = ControlPlane(Settings(
+        database_url=f"sqlite:///{tmp / 'apportion.db'}", bootstrap_token=ADMIN_TOKEN,
+        cycle_interval=0.5, rate_limit=0.0))
+    control.start()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(control=control), log_level="warning",
+                                           lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    stop = threading.Event()
+    url = f"http://127.0.0.1:{port}"
+    http = httpx.Client(base_url=url, timeout=30.0)
+    try:
+        end = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < end and thread.is_alive(), "the server did not start"
+            time.sleep(0.02)
+        live = LiveServer(url, control, Demo(lambda *a, **k: None), http)
+        live.demo = build(live.api)
+        agent = threading.Thread(target=_agent, args=(live, stop), daemon=True)
+        agent.start()
+        live.wait_for("the demo to settle", lambda: _settled(live))
+        yield live
+    finally:
+        stop.set()
+        server.should_exit = True
+        thread.join(timeout=15)
+        http.close()
+        control.stop()
+        sock.close()
+
+
+def _settled(live: LiveServer) -> bool:
+    running = live.api("GET", "/v1/workloads?status=Running")
+    waiting = live.api("GET", "/v1/workloads?status=Queued")
+    return len(running) == 2 and len(waiting) == 1

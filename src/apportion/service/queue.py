@@ -1,11 +1,12 @@
 """The waiting work of a pool in the order the engine considers it (SPEC 6 step 2).
 
 The order is the engine's own ``WaitingQueue`` (reserved first, priority,
-the team's share deficit, submission time, id) fed with the deficits of the
-last cycle: entitlement minus the GPUs the team holds in the pool now. The
-cycle re-reads deficits as it admits work, so this is the order at the start
-of the next cycle. Workloads nominated for GPUs that victims are still
-freeing are not in that order (they wait for the victims); they come first.
+the team's share deficit after admitting the workload, submission time, id)
+fed with the deficits of the last cycle: entitlement minus the GPUs the team
+holds in the pool now. The cycle re-reads deficits as it admits work, so this
+is the order at the start of the next cycle. Workloads nominated for GPUs that
+victims are still freeing are not in that order (they wait for the victims);
+they come first.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from apportion.domain.quantities import parse_gpu_request
 from apportion.engine.order import WaitingQueue
 from apportion.service.authz import require_reader
 from apportion.service.context import Ctx
@@ -45,6 +47,14 @@ class _Waiting:
     submitted_at: int
     spec: _Spec
     is_nominated: bool
+    #: pods x per-pod charge in this pool (6.2 reads the deficit after admitting it)
+    size: int = 0
+
+
+def _size(spec: dict[str, Any], device_mib: int) -> int:
+    """pods x per-pod charge of a stored spec on devices of ``device_mib``."""
+    request = parse_gpu_request(spec.get("gpus"), spec.get("gpu_memory_mib"))
+    return int(spec.get("pods", 1)) * request.charge(device_mib)
 
 
 def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[str, Any]:
@@ -53,15 +63,17 @@ def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[
     and ``team`` are None for work the caller may not read (its place in line
     still shows); ``pending`` counts work not routed to a pool yet."""
     require_reader(ctx, "queue.read", f"pool/{pool}")
-    repo.get_pool(session, ctx.org_id, pool)
+    device_mib = repo.get_pool(session, ctx.org_id, pool).gpu_memory_mib
     readable = event_teams(session, ctx)
     q = select(WorkloadRow.id, WorkloadRow.team, WorkloadRow.wclass, WorkloadRow.priority,
-               WorkloadRow.submitted_at, WorkloadRow.nomination, WorkloadRow.is_hold).where(
+               WorkloadRow.submitted_at, WorkloadRow.nomination, WorkloadRow.is_hold,
+               WorkloadRow.spec).where(
         WorkloadRow.org_id == ctx.org_id, WorkloadRow.is_active.is_(True),
         WorkloadRow.pool == pool, WorkloadRow.status == "Queued")
     queued = [_Waiting(r.id, r.team, int(r.submitted_at), _Spec(r.wclass == "reserved",
                                                                 r.priority),
-                       bool(r.nomination) and not r.is_hold) for r in session.execute(q)]
+                       bool(r.nomination) and not r.is_hold, _size(r.spec, device_mib))
+              for r in session.execute(q)]
     shares = sec_repo.list_entitlements(session, ctx.org_id)
     holding: dict[str, int] = {}
     for team, p, _is_reserved, milli in held(session, ctx.org_id):
@@ -73,7 +85,8 @@ def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[
 
     nominated = sorted((w for w in queued if w.is_nominated), key=lambda w: w.id)
     waiting = [w for w in queued if not w.is_nominated]
-    ordered: list[_Waiting] = [*nominated, *WaitingQueue(waiting, deficit)]  # type: ignore[arg-type]
+    line = WaitingQueue(waiting, deficit, lambda w: w.size)  # type: ignore[arg-type, attr-defined]
+    ordered: list[_Waiting] = [*nominated, *line]  # type: ignore[list-item]
     shown = ordered[:limit]
     rows = {r.id: r for r in wl_repo.workloads_by_ids(session, ctx.org_id,
                                                       [w.id for w in shown])}

@@ -41,8 +41,10 @@ def server(url: str, port: int, **extra_env: str) -> Iterator[subprocess.Popen[b
          "--port", str(port), "--log-level", "warning"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.time() + 30
-        while time.time() < deadline:
+        # Bounded, and generous: a server's start (imports, migrations) took over 30 s
+        # on a machine with both cores busy.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
                     break

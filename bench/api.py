@@ -15,7 +15,9 @@ The last line printed is one JSON object with at least sqlite_submits_per_s,
 postgres_submits_per_s, p50_ms and p99_ms (SQLite's latencies; PostgreSQL's
 are under "postgres").
 
-    python bench/api.py [--clients 8] [--seconds 5] [--max 5000]
+    python bench/api.py [--clients 8] [--seconds 5] [--max 5000] [--quick]
+
+``--quick`` (the test suite's smoke run) measures SQLite only, briefly.
 """
 
 from __future__ import annotations
@@ -198,7 +200,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="per backend (<= 60)")
     parser.add_argument("--max", type=int, default=5000, help="submissions per backend")
     parser.add_argument("--postgres-url", default=os.environ.get("APPORTION_BENCH_POSTGRES_URL"))
+    parser.add_argument("--quick", action="store_true",
+                        help="CI smoke run: 2 clients, 1 s, at most 300, SQLite only")
     args = parser.parse_args()
+    if args.quick:
+        args.clients, args.seconds, args.max = 2, 1.0, 300
     args.clients = max(1, min(64, args.clients))
     args.seconds = max(0.5, min(60.0, args.seconds))
     tmp = tempfile.mkdtemp(prefix="apportion-bench-")
@@ -207,7 +213,9 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     postgres: dict[str, Any] | None = None
-    if args.postgres_url:
+    if args.quick:
+        print("postgres: skipped in --quick", file=sys.stderr)
+    elif args.postgres_url:
         postgres = bench(args.postgres_url, args, "postgres")
     else:
         with throwaway_postgres() as url:

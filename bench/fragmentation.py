@@ -274,8 +274,13 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--stop-after", type=int, default=200)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--quick", action="store_true",
+                        help="CI smoke run: the first 150 nodes and 3,000 pods, one pass")
     args = parser.parse_args()
     nodes, pods = load(args.traces)
+    if args.quick:
+        nodes, pods = nodes[:150], pods[:3000]
+        args.passes, args.stop_after = 1, 100
     quarter, over = run_mode(nodes, pods, "quarter", args)
     exact, _ = run_mode(nodes, pods, "exact", args)
     memory, _ = run_mode(nodes, pods, "memory", args)

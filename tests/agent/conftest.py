@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +18,10 @@ from apportion.agent.loop import Agent, AgentOptions
 from apportion.agent.state import StateFile
 from apportion.api.app import create_app
 from apportion.client import ApportionClient
+from apportion.clock import SYSTEM_CLOCK, Clock
 from apportion.service.control import ControlPlane
 from apportion.service.settings import Settings
+from tests.timing import wait_until
 
 ADMIN_TOKEN = "apt_agenttests01_" + "a" * 32
 FAST = AgentOptions(poll_interval=0.1, heartbeat_interval=1.0, max_backoff=0.5)
@@ -67,14 +68,7 @@ class LiveServer:
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
     """Poll ``predicate`` every 50 ms until truthy; fail after ``timeout`` s."""
-    end = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
+    return wait_until(predicate, timeout=timeout, what=what)
 
 
 @dataclass
@@ -105,10 +99,10 @@ class Cluster:
     agents: list[AgentThread] = field(default_factory=list)
 
     def agent(self, executor: Executor, pool: str = "main",
-              options: AgentOptions = FAST) -> AgentThread:
+              options: AgentOptions = FAST, clock: Clock = SYSTEM_CLOCK) -> AgentThread:
         api = ApportionClient(self.server.url, self.agent_token, timeout=5.0)
         state = StateFile(self.tmp / f"agent-{pool}.json")
-        thread = AgentThread(Agent(api, executor, state, pool, options)).start()
+        thread = AgentThread(Agent(api, executor, state, pool, options, clock=clock)).start()
         self.agents.append(thread)
         return thread
 

@@ -27,6 +27,7 @@ ROUTES = [
     ("GET", r"/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs", "jobs", None),
     ("POST", r"/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs", "jobs", None),
     ("DELETE", r"/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs/(?P<name>[^/]+)", "jobs", None),
+    ("PATCH", r"/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs/(?P<name>[^/]+)", "jobs", None),
 ]
 LIST_KIND = {"nodes": "NodeList", "pods": "PodList", "jobs": "JobList"}
 
@@ -37,6 +38,8 @@ class FakeKube:
             "nodes": {}, "pods": {}, "jobs": {}}
         self.requests: list[tuple[str, str]] = []
         self.deleted: list[tuple[str, str, dict[str, str]]] = []
+        #: accepted Job patches: (name, body)
+        self.patches: list[tuple[str, dict[str, Any]]] = []
         self._uid = itertools.count(1)
 
     def client(self) -> Client:
@@ -76,6 +79,8 @@ class FakeKube:
             self.deleted.append((kind, name, dict(request.url.params)))
             return _status(200, "", "deleted", "Success")
         body = json.loads(request.content)
+        if request.method == "PATCH":
+            return self._patch_job(ns or "", name or "", body)
         if kind == "binding":
             pod = self.objects["pods"].get((ns or "", name or ""))
             if pod is None:
@@ -92,14 +97,40 @@ class FakeKube:
         self.objects[kind][key] = body
         return httpx2.Response(201, json=body)
 
+    def _patch_job(self, ns: str, name: str, body: dict[str, Any]) -> httpx2.Response:
+        """Only what the API server allows on a running Job's spec: an elastic
+        Indexed Job (Kubernetes >= 1.27) may change ``completions`` only together
+        with ``parallelism``, to the same value."""
+        job = self.objects["jobs"].get((ns, name))
+        if job is None:
+            return _status(404, "NotFound", f"jobs {name} not found")
+        spec = body.get("spec") or {}
+        if set(body) != {"spec"} or not set(spec) <= {"completions", "parallelism"}:
+            return _status(422, "Invalid", f"only spec.completions/parallelism: {body}")
+        if "completions" in spec:
+            if job["spec"].get("completionMode") != "Indexed":
+                return _status(422, "Invalid", "spec.completions: field is immutable")
+            if spec.get("parallelism") != spec["completions"]:
+                return _status(422, "Invalid", "spec.completions: must equal spec.parallelism "
+                                               "when changed (elastic Indexed Job)")
+        job["spec"].update(spec)
+        self.patches.append((name, spec))
+        return httpx2.Response(200, json=job)
+
     # -- the cluster, driven by tests ------------------------------------------------------
 
     def add_node(self, name: str, gpus: int, *, labels: dict[str, str] | None = None,
-                 ready: bool = True) -> None:
+                 ready: bool = True, cpu: str | None = "64",
+                 memory: str | None = None) -> None:
+        allocatable = {"nvidia.com/gpu": str(gpus)}
+        if cpu is not None:
+            allocatable["cpu"] = cpu
+        if memory is not None:
+            allocatable["memory"] = memory
         self.objects["nodes"][("", name)] = {
             "apiVersion": "v1", "kind": "Node", "metadata": {"name": name,
                                                              "labels": labels or {}},
-            "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "64"},
+            "status": {"allocatable": allocatable,
                        "conditions": [{"type": "Ready",
                                        "status": "True" if ready else "False"}]},
         }
@@ -116,14 +147,25 @@ class FakeKube:
         }
 
     def job_controller(self) -> None:
-        """Create the pods of every Job that has none (Pending, index annotated)."""
+        """Like the Job controller of an Indexed Job: create the pod of every index
+        below ``completions`` that has none (Pending, index annotated); delete the
+        pods of indexes at or above it (an elastic Job scaled down)."""
         for (ns, name), job in list(self.objects["jobs"].items()):
-            if any(p["metadata"]["labels"].get("apportion.io/run-id")
-                   == job["metadata"]["labels"]["apportion.io/run-id"]
-                   for p in self.objects["pods"].values()):
-                continue
+            rid = job["metadata"]["labels"]["apportion.io/run-id"]
+            have: set[int] = set()
+            for key, p in list(self.objects["pods"].items()):
+                if p["metadata"]["labels"].get("apportion.io/run-id") != rid:
+                    continue
+                index = int(p["metadata"]["annotations"][
+                    "batch.kubernetes.io/job-completion-index"])
+                if index >= job["spec"]["completions"]:
+                    del self.objects["pods"][key]
+                    self.deleted.append(("pods", key[1], {"by": "job-controller"}))
+                have.add(index)
             template = job["spec"]["template"]
             for index in range(job["spec"]["completions"]):
+                if index in have:
+                    continue
                 meta = copy.deepcopy(template["metadata"])
                 meta["annotations"] = {**meta.get("annotations", {}),
                                        "batch.kubernetes.io/job-completion-index": str(index)}

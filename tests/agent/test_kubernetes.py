@@ -9,6 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
+
+# lightkube is the 'kubernetes' extra: without it (a plain `pip install -e .[dev]`)
+# these tests are skipped with a reason instead of stopping the whole run at
+# collection. scripts/_env.sh and CI install the extra, so they run there.
+pytest.importorskip("lightkube", reason="the 'kubernetes' extra (lightkube) is not installed")
+
 from lightkube import codecs
 from lightkube.resources.batch_v1 import Job
 
@@ -102,8 +108,9 @@ def kube() -> FakeKube:
     fake = FakeKube()
     fake.add_node("a1", 8, labels={"nvidia.com/gpu.product": "H100", "example.com/rack": "r1",
                                    "nvidia.com/gpu.memory": "81559",
-                                   "topology.kubernetes.io/zone": "z1"})
-    fake.add_node("b1", 8, labels={"example.com/rack": "r2"}, ready=False)
+                                   "topology.kubernetes.io/zone": "z1"},
+                  cpu="63770m", memory="528280740Ki")
+    fake.add_node("b1", 8, labels={"example.com/rack": "r2"}, ready=False, cpu=None)
     fake.add_node("cpu1", 0)
     return fake
 
@@ -118,6 +125,9 @@ def test_inventory_reads_nodes_topology_and_unmanaged_gpu_pods(kube: FakeKube) -
     assert (a1.gpus, a1.gpu_type, a1.gpu_memory_mib) == (8, "H100", 81559)
     assert dict(a1.labels) == {"zone": "z1", "rack": "r1"}
     assert a1.unavailable == ((7, 1000), (6, 1000))
+    assert (a1.cpu_milli, a1.memory_mib) == (63770, 515899)  # allocatable, MiB rounded down
+    assert (nodes["b1"].cpu_milli, nodes["b1"].memory_mib) == (None, None)  # not limited
+    assert a1.to_json()["cpu"] == 63.77 and "cpu" not in nodes["b1"].to_json()
     assert nodes["b1"].health == "down"
 
 
@@ -177,3 +187,100 @@ def test_jobs_nobody_asked_for_show_up_in_poll(kube: FakeKube) -> None:
     assert [o.run_id for o in fresh.poll()] == ["w9-a1"]
     fresh.stop("w9-a1", 0)
     assert kube.objects["jobs"] == {}
+
+
+def test_from_config_takes_the_settings_it_knows_and_the_current_kubeconfig(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "https://kube.example:6443"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    }))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    ex = KubernetesExecutor.from_config({
+        "pool": "gpu-b", "namespace": "batch", "default_image": "python:3.11",
+        "gpu_memory_mib": 24000, "topology_labels": {"rack": "example.com/rack"},
+        "speed": 10, "nodes": [],  # settings of other executors are ignored
+    })
+    assert ex.s == KubeSettings(namespace="batch", pool="gpu-b", default_image="python:3.11",
+                                gpu_memory_mib=24000,
+                                topology_labels={"rack": "example.com/rack"})
+    assert ex.client.namespace == "batch"  # no request made: the client is only configured
+    default = KubernetesExecutor.from_config({"pool": "p"})
+    assert default.s.namespace == "apportion" and default.s.pool == "p"
+    from apportion.agent.factory import build_executor
+
+    built = build_executor("kubernetes", {"namespace": "x", "pool": "ignored"}, tmp_path,
+                           pool="gpu-c")
+    assert isinstance(built, KubernetesExecutor)
+    assert (built.s.namespace, built.s.pool) == ("x", "gpu-c")  # the agent's --pool wins
+
+
+# -- shrink (SPEC 6.5) -------------------------------------------------------------------------
+
+
+def _four_pods() -> Run:
+    return _run(*(("a1", ((i, 1000),)) for i in range(4)))
+
+
+def test_shrink_scales_the_indexed_job_down_and_deletes_the_taken_pods(kube: FakeKube) -> None:
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    ex.start(_four_pods())
+    kube.job_controller()
+    kube.set_phase("apportion-w7-a1", "Running")
+    assert ex.poll()[0].status is RunStatus.RUNNING
+    ex.shrink("w7-a1", (2, 3), 20)
+    assert kube.patches == [("apportion-w7-a1", {"completions": 2, "parallelism": 2})]
+    deleted = {name: params for kind, name, params in kube.deleted if kind == "pods"}
+    assert sorted(deleted) == ["apportion-w7-a1-2-abcde", "apportion-w7-a1-3-abcde"]
+    assert all(p.get("gracePeriodSeconds") == "20" for p in deleted.values())
+    kube.job_controller()  # the Job controller does not bring the highest indexes back
+    names = [p["metadata"]["name"] for p in kube.pods_of("apportion-w7-a1")]
+    assert names == ["apportion-w7-a1-0-abcde", "apportion-w7-a1-1-abcde"]
+    obs = ex.poll()[0]
+    assert obs.status is RunStatus.RUNNING and obs.message == "2 pod(s) running"
+    kube.set_condition("apportion-w7-a1", "Complete")
+    assert ex.poll()[0].status is RunStatus.COMPLETED
+
+
+def test_a_taken_pod_that_ends_failed_is_not_a_failure_of_the_run(kube: FakeKube) -> None:
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    ex.start(_four_pods())
+    kube.job_controller()
+    kube.set_phase("apportion-w7-a1", "Running")
+    pod3 = kube.pods_of("apportion-w7-a1")[3]
+    ex.shrink("w7-a1", (3,), 0)
+    pod3["status"] = {"phase": "Failed"}  # SIGTERM: exit 143, still listed a moment
+    kube.objects["pods"][("apportion", pod3["metadata"]["name"])] = pod3
+    assert ex.poll()[0].status is RunStatus.RUNNING
+
+
+def test_a_fake_api_server_refuses_a_completions_patch_without_parallelism(
+    kube: FakeKube,
+) -> None:
+    """The fake checks what the real API server checks (elastic Indexed Jobs)."""
+    from lightkube import ApiError
+
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    ex.start(_four_pods())
+    with pytest.raises(ApiError, match="parallelism"):
+        kube.client().patch(Job, "apportion-w7-a1", {"spec": {"completions": 2}},
+                            namespace="apportion")
+
+
+def test_a_shrunk_run_adopted_after_a_restart_starts_only_its_remaining_pods(
+    kube: FakeKube,
+) -> None:
+    run = _four_pods()
+    shrunk = Run(run.run_id, run.workload_id, run.attempt, run.placement, run.exec,
+                 stopped=(3,))
+    job = build_job(shrunk, SETTINGS)
+    assert job.spec.completions == job.spec.parallelism == 3
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    ex.start(run)  # the Job exists with 4 completions (the patch was lost in a crash)
+    fresh = KubernetesExecutor(kube.client(), SETTINGS)
+    fresh.adopt([shrunk])
+    assert kube.patches == [("apportion-w7-a1", {"completions": 3, "parallelism": 3})]

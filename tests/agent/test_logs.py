@@ -110,12 +110,16 @@ def test_the_log_endpoint_appends_by_offset_and_checks_its_input(cluster: Cluste
 
 def test_logs_written_during_an_outage_arrive_afterwards(cluster: Cluster, tmp_path: Path
                                                          ) -> None:
-    _local_agent(cluster, tmp_path)
-    wid = cluster.submit(name="outage", gpus=1,
-                         command=["sh", "-c", "echo before; sleep 1.5; echo after"])
-    wait_for(lambda: cluster.admin.workload_logs(wid) == b"before\n", 10, "first line")
+    ex = _local_agent(cluster, tmp_path)
+    go = tmp_path / "go"  # the workload prints its second line only once this exists
+    script = f"echo before; while [ ! -e {go} ]; do sleep 0.05; done; echo after"
+    wid = cluster.submit(name="outage", gpus=1, command=["sh", "-c", script])
+    wait_for(lambda: cluster.admin.workload_logs(wid) == b"before\n", 20, "first line")
     cluster.server.stop()
-    time.sleep(2.0)  # "after" is written while the control plane is away
+    go.touch()
+    log = ex.log_dir(wid, 1) / "pod-0.log"
+    wait_for(lambda: log.read_bytes() == b"before\nafter\n", 20,
+             '"after" written while the control plane is away')
     cluster.server.start()
     cluster.wait_status(wid, "Completed", timeout=20)
     assert cluster.admin.workload_logs(wid) == b"before\nafter\n"

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import time
-
 from apportion.agent.executors.sim import SimExecutor
 from apportion.agent.state import StateFile
 from apportion.client import ApportionClient
 from tests.agent.conftest import Cluster, wait_for
 from tests.agent.test_sim import NODES
+from tests.timing import ManualClock
+
+#: seconds of a job on the test's clock: far longer than any real wait in these tests
+JOB = 1000
 
 
 def _events(cluster: Cluster, wid: int) -> list[str]:
@@ -16,18 +18,28 @@ def _events(cluster: Cluster, wid: int) -> list[str]:
             if e["type"] == "workload.status"]
 
 
+def _sim(clock: ManualClock) -> SimExecutor:
+    """A sim executor on the test's clock: a run ends only when the test lets its
+    duration pass (``clock.advance``), never because the machine was slow."""
+    return SimExecutor(NODES, clock=clock.now)
+
+
 def test_agent_restart_mid_run_adopts_without_a_second_start(cluster: Cluster) -> None:
-    first = SimExecutor(NODES)
-    a = cluster.agent(first)
+    clock = ManualClock(frozen=False)
+    first = _sim(clock)
+    a = cluster.agent(first, clock=clock)
     wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
-    wid = cluster.submit(gpus=4, duration=2)
+    wid = cluster.submit(gpus=4, duration=JOB)
     cluster.wait_status(wid, "Running")
     a.halt()  # the agent process "dies"; its state file stays
     state = StateFile(cluster.tmp / "agent-main.json").load("main")
     assert list(state.runs) == [f"w{wid}-a1"]
 
-    second = SimExecutor(NODES)
-    cluster.agent(second)
+    second = _sim(clock)
+    cluster.agent(second, clock=clock)
+    wait_for(lambda: second.adopted == [f"w{wid}-a1"], 10, "the run adopted")
+    assert cluster.status(wid) == "Running"
+    clock.advance(JOB)  # the job's duration passes
     cluster.wait_status(wid, "Completed", timeout=10)
     assert second.started == []  # never started again ...
     assert second.adopted == [f"w{wid}-a1"]  # ... only adopted
@@ -38,29 +50,35 @@ def test_agent_restart_mid_run_adopts_without_a_second_start(cluster: Cluster) -
 def test_result_of_a_run_that_ended_while_the_agent_was_down_is_reported(
     cluster: Cluster,
 ) -> None:
-    a = cluster.agent(SimExecutor(NODES, speed=2.0))
+    clock = ManualClock(frozen=False)
+    a = cluster.agent(_sim(clock), clock=clock)
     wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
-    wid = cluster.submit(gpus=1, duration=1)  # 0.5 s of wall time
+    wid = cluster.submit(gpus=1, duration=JOB)
     cluster.wait_status(wid, "Running")
     a.halt()
-    time.sleep(0.8)  # the run's duration passes with no agent at all
-    cluster.agent(SimExecutor(NODES, speed=2.0))
+    clock.advance(JOB)  # the run's duration passes with no agent at all
+    assert cluster.status(wid) == "Running"  # nobody has told the control plane yet
+    later = _sim(clock)
+    cluster.agent(later, clock=clock)
     cluster.wait_status(wid, "Completed")
+    assert later.started == [] and later.adopted == [f"w{wid}-a1"]
 
 
 def test_outage_runs_keep_running_and_outcomes_arrive_after_recovery(
     cluster: Cluster,
 ) -> None:
-    sim = SimExecutor(NODES, speed=2.0)
-    a = cluster.agent(sim)
+    clock = ManualClock(frozen=False)
+    sim = _sim(clock)
+    a = cluster.agent(sim, clock=clock)
     wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
-    done = cluster.submit(name="finishes-in-outage", gpus=2, duration=2)  # 1 s
-    longer = cluster.submit(name="outlives-outage", gpus=2, duration=8)  # 4 s
+    done = cluster.submit(name="finishes-in-outage", gpus=2, duration=JOB)
+    longer = cluster.submit(name="outlives-outage", gpus=2, duration=10 * JOB)
     cluster.wait_status(done, "Running")
     cluster.wait_status(longer, "Running")
 
     cluster.server.stop()
     wait_for(lambda: not a.agent.is_connected, 10, "agent notices the outage")
+    clock.advance(JOB)  # the first run's duration passes during the outage
     rid = f"w{done}-a1"
     wait_for(lambda: any(i["run_id"] == rid and i["status"] == "completed"
                          for i in a.agent.state.outbox), 10, "outcome queued offline")
@@ -69,6 +87,7 @@ def test_outage_runs_keep_running_and_outcomes_arrive_after_recovery(
     cluster.server.start()
     cluster.wait_status(done, "Completed", timeout=15)
     assert cluster.status(longer) == "Running"
+    clock.advance(10 * JOB)
     cluster.wait_status(longer, "Completed", timeout=15)
     assert sim.started == [f"w{done}-a1", f"w{longer}-a1"]
 

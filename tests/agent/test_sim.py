@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from apportion.agent.executors.sim import SimExecutor
 from apportion.agent.model import NodeInfo
 from tests.agent.conftest import Cluster, wait_for
@@ -52,3 +54,46 @@ def test_cancel_stops_the_run(cluster: Cluster) -> None:
     cluster.admin.cancel_workload(wid)
     wait_for(lambda: f"w{wid}-a1" not in sim.runs, 10, "cancelled run stopped")
     assert cluster.status(wid) == "Cancelled"
+
+
+def test_a_shrink_stops_only_the_taken_pods(cluster: Cluster, monkeypatch: Any) -> None:
+    """End to end (SPEC 6.5): the scheduler shrinks a Running elastic workload by
+    two pods (tests/shrinkplan.py adds the decision to the real engine's plan),
+    the agent stops exactly those, reports back, and the workload stays Running
+    on the others while a waiting workload starts on the freed devices."""
+    from apportion.service import scheduler
+    from tests.shrinkplan import shrinking_run
+
+    sim = SimExecutor(NODES, speed=1.0)
+    agent = cluster.agent(sim)
+    wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
+    big = cluster.submit(name="big", team="vision", gpus=2, pods=8, min_pods=4, priority=20)
+    cluster.wait_status(big, "Running")
+    small = cluster.submit(name="small", team="vision", gpus=2, priority=10, duration=600)
+    monkeypatch.setattr(scheduler, "_run",
+                        shrinking_run(scheduler._run, big, 2, lambda: small, grace=1))
+    run_id = f"w{big}-a1"
+    wait_for(lambda: sim.pods_running(run_id) == 6, 10, "two pods stopped")
+    assert agent.agent.state.runs[run_id].run.stopped == (6, 7)
+    events = wait_for(lambda: [e for e in cluster.admin.workload_events(big, limit=100).items
+                               if e["type"] == "workload.pods"], 10, "the agent's report")
+    assert events[0]["message"] == "shrunk: pods 6-7 stopped (preempted); 6 pod(s) running"
+    cluster.wait_status(small, "Running", timeout=15)  # on the devices the shrink freed
+    view = cluster.admin.get_workload(big)
+    assert (view["status"], view["pods"], view["pods_running"]) == ("Running", 8, 6)
+    assert [(p["kind"], p["by"], p["pods"]) for p in view["preemptions"]] == [
+        ("shrink", small, [6, 7])]
+    assert sim.pods_running(run_id) == 6 and cluster.status(big) == "Running"
+
+
+def test_sim_nodes_from_config_carry_host_resources() -> None:
+    import pytest
+
+    from apportion.agent.inventory import nodes_from_config
+
+    nodes = nodes_from_config({"nodes": [{"name": "a1", "gpus": 8, "cpu": 96,
+                                          "memory_mib": 786432}, {"name": "a2", "gpus": 8}]})
+    assert [(n.cpu_milli, n.memory_mib) for n in nodes] == [(96000, 786432), (None, None)]
+    assert nodes[0].to_json()["cpu"] == 96
+    with pytest.raises(ValueError, match=r"nodes\[0\].cpu: must be a multiple of 0.001"):
+        nodes_from_config({"nodes": [{"name": "a1", "gpus": 8, "cpu": "lots"}]})

@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from apportion.api.app import create_app
+from apportion.clock import SYSTEM_CLOCK, Clock
 from apportion.service.control import ControlPlane
 from apportion.service.settings import Settings
 from tests.pgfixture import backend_url, pg_server  # noqa: F401
@@ -72,11 +73,13 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def make_api(url: str, **settings: Any) -> Iterator[Api]:
+def make_api(url: str, clock: Clock = SYSTEM_CLOCK, **settings: Any) -> Iterator[Api]:
+    """The app on ``url``; ``clock`` drives the scheduler loop, the silence sweep,
+    heartbeat stamps and the rate limiter (a ``ManualClock`` lets a test make time pass)."""
     base: dict[str, Any] = {"database_url": url, "bootstrap_token": ADMIN_TOKEN,
                             "run_scheduler": False, "rate_limit": 0.0}
     base.update(settings)
-    control = ControlPlane(Settings(**base))
+    control = ControlPlane(Settings(**base), clock)
     control.start()
     app = create_app(control=control)
     try:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.api.conftest import Api, make_api
+from tests.timing import ManualClock
 
 
 def _count(api: Api) -> int:
@@ -181,11 +182,14 @@ def test_team_tree_operations(api: Api) -> None:
 
 
 def test_rate_limit_429(backend_url: str) -> None:
-    for api in make_api(backend_url, rate_limit=1.0, rate_burst=3.0):
+    clock = ManualClock()  # the bucket refills only when the test lets time pass
+    for api in make_api(backend_url, clock, rate_limit=1.0, rate_burst=3.0):
         codes = [api.call("GET", "/v1/teams").status_code for _ in range(5)]
-        assert codes[:3] == [200, 200, 200] and codes[-1] == 429
+        assert codes == [200, 200, 200, 429, 429]
         r = api.call("GET", "/v1/teams")
         assert r.json()["error"]["code"] == "RATE_LIMITED" and int(r.headers["retry-after"]) >= 1
+        clock.advance(1.0)  # one token back at 1 request/s
+        assert [api.call("GET", "/v1/teams").status_code for _ in range(2)] == [200, 429]
 
 
 def test_idempotency_key_under_concurrent_retries(api: Api) -> None:

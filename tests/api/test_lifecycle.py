@@ -63,7 +63,10 @@ def test_elastic_preempted_by_higher_priority_and_stale_attempt_ignored(api: Api
     audit = api.ok("GET", "/v1/audit", params={"action": "agent.report"})
     assert any(a["outcome"] == "ignored" for a in audit)
     why = api.ok("GET", f"/v1/workloads/{low['id']}/why")
-    assert why["reason"] is not None and why["reason"]["code"]
+    # 8 GPUs, all held by the higher-priority workload: the fair share of nlp's priority
+    # level is 0, so it waits on fair share (it may not preempt a higher priority).
+    assert why["reason"]["code"] == "FAIR_SHARE", why
+    assert "entitlement of team nlp: 0" in why["reason"]["message"]
     metrics = api.client.get("/metrics").text
     assert 'apportion_preemptions_total{org="default",team="nlp"} 1.0' in metrics
     assert "apportion_pending_workloads" in metrics

@@ -9,7 +9,6 @@ import contextlib
 import itertools
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from apportion.cli.main import app
 from apportion.client import ApportionClient
 from apportion.service.control import ControlPlane
 from apportion.service.settings import Settings
+from tests.timing import wait_until
 
 BOOTSTRAP_TOKEN = "apt_clitests0001_" + "c" * 32
 _org_numbers = itertools.count(1)
@@ -36,14 +36,8 @@ def free_port() -> int:
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    end = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
+    """Poll ``predicate`` every 50 ms until truthy; fail after ``timeout`` s."""
+    return wait_until(predicate, timeout=timeout, what=what)
 
 
 @contextlib.contextmanager
@@ -125,10 +119,12 @@ class Org:
 
 
 @contextlib.contextmanager
-def new_org(server_url: str, tmp_path: Path) -> Iterator[Org]:
-    n = next(_org_numbers)
+def new_org(server_url: str, tmp_path: Path, slug: str | None = None) -> Iterator[Org]:
+    """A new organization ``slug`` (default ``cli<n>``, numbered in creation order)."""
+    if slug is None:
+        slug = f"cli{next(_org_numbers)}"
     with ApportionClient(server_url, BOOTSTRAP_TOKEN) as root:
-        created = root.create_organization(f"cli{n}", f"CLI test {n}")
+        created = root.create_organization(slug, f"CLI test {slug}")
     token = created["admin_token"]["token"]
     with ApportionClient(server_url, token) as admin:
         yield Org(server_url, token, tmp_path / "config.yaml", admin)

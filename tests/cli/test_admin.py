@@ -43,8 +43,8 @@ def test_reservations_set_list_remove_and_refusal(org: Org) -> None:
 def test_pools_nodes_cordon(org: Org) -> None:
     seed_org(org)
     pools = org.ok("pools", "list").splitlines()
-    assert pools[0].split() == ["NAME", "GPU-TYPE", "CAPACITY", "NODES", "AGENT"]
-    assert pools[1].split() == ["main", "-", "8", "2", "connected"]
+    assert pools[0].split() == ["NAME", "GPU-TYPE", "CAPACITY", "NODES", "AGENT", "PACKING"]
+    assert pools[1].split() == ["main", "-", "8", "2", "connected", "fragmentation"]
     assert "node m1 cordoned" in org.ok("nodes", "cordon", "m1")
     nodes = [r.split() for r in org.ok("nodes", "list", "--no-headers").splitlines()]
     assert nodes[0][:5] == ["m1", "main", "4", "h100", "cordoned"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.cli.conftest import Org, live_server, new_org, seed_org, submit, wait_for
@@ -20,7 +20,10 @@ TIMES = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 @pytest.fixture(scope="module")
 def tour(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Org]:
     tmp = tmp_path_factory.mktemp("golden")
-    with live_server(tmp) as url, new_org(url, tmp) as org:
+    # A fixed slug: the admin's name ("cli1-admin") sets a column's width, so a
+    # number that depends on how many orgs other tests made first (random order)
+    # would shift the tables.
+    with live_server(tmp) as url, new_org(url, tmp, slug="cli1") as org:
         agent = seed_org(org)
         sweep = submit(org, "sweep", "vision", 0.5, pods=3, priority=40)
         org.run(agent, sweep)
@@ -31,13 +34,23 @@ def tour(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Org]:
         submit(org, "huge", "production", 8, priority=20)
         wait_for(lambda: org.admin.list_workloads(name="huge").items[0]["reason"], 10,
                  "huge waits with a reason")
-        wait_for(lambda: _settled(org), 10, "entitlements that no longer change")
+        wait_for(lambda: _settled(org), 60, "entitlements that no longer change")
         yield org
 
 
+def _last_cycle(org: Org) -> str | None:
+    health = httpx.get(f"{org.url}/healthz", timeout=10).json()
+    return health["scheduler"]["last_cycle_at"]  # type: ignore[no-any-return]
+
+
 def _settled(org: Org) -> bool:
+    """The capacities did not change across two full scheduling cycles that ran
+    after they were read (counted by the scheduler's own stamps, not by a sleep
+    that a slow machine can outlast)."""
     before = org.admin.team_capacity()
-    time.sleep(0.5)  # a few scheduling cycles (0.2 s apart)
+    for _ in range(2):
+        seen = _last_cycle(org)
+        wait_for(lambda seen=seen: _last_cycle(org) != seen, 30, "a scheduling cycle")
     return before == org.admin.team_capacity() and all(
         r.get("entitlement") is not None for r in before)
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import yaml
@@ -80,7 +81,7 @@ def test_list_defaults_filters_and_formats(org: Org) -> None:
 
     rows = org.ok("workloads", "list").splitlines()
     assert rows[0].split() == ["ID", "NAME", "TEAM", "CLASS", "PRIORITY", "GPUS", "STATUS",
-                               "POOL", "REASON"]
+                               "POOL", "PODS", "REASON"]
     assert [r.split()[1] for r in rows[1:]] == ["a", "b"]  # c finished
     assert [r.split()[1] for r in org.ok("workloads", "list", "-A").splitlines()[1:]] == \
         ["a", "b", "c"]
@@ -91,6 +92,7 @@ def test_list_defaults_filters_and_formats(org: Org) -> None:
     assert len(org.ok("workloads", "list", "-A", "--limit", "1").splitlines()) == 2
     wide = org.ok("workloads", "list", "-o", "wide").splitlines()[0].split()
     assert wide[-6:] == ["PODS", "ATTEMPT", "NODES", "SUBMITTED-BY", "SUBMITTED", "REASON"]
+    assert wide.index("PODS") == wide.index("POOL") + 1
     mine = org.ok("workloads", "list", token=member).splitlines()
     assert [r.split()[1] for r in mine[1:]] == ["b"]  # a member's default: its teams
     as_json = json.loads(org.ok("workloads", "list", "-A", "-o", "json"))
@@ -138,23 +140,80 @@ def spawn(org: Org, *args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+class Lines:
+    """The stdout of a spawned command, read line by line in a thread, so a test can
+    wait (bounded) for a line without blocking on a pipe."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def rows(self) -> list[list[str]]:
+        return [line.split() for line in list(self.lines)]
+
+    def finish(self, timeout: float = 30) -> int:
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=timeout)
+        return code
+
+
 def test_watch_get_until_finished_and_list_sees_a_preemption(org: Org) -> None:
     agent = seed_org(org)
     victim = submit(org, "victim", "vision", 4, priority=10)
     org.run(agent, victim)
     other = submit(org, "other", "nlp", 4, priority=10)
     org.run(agent, other)
-    watch_list = spawn(org, "workloads", "list", "-w", "--timeout", "3")
-    watch_get = spawn(org, "workloads", "get", "victim", "-w", "--timeout", "6")
-    for proc, lines in ((watch_list, 3), (watch_get, 2)):  # first tables are out
-        for _ in range(lines):
-            assert proc.stdout is not None and proc.stdout.readline()
-    org.ok("submit", "prod", "--team", "production", "--gpus", "2", "--class", "reserved")
-    got, _ = watch_get.communicate(timeout=20)
-    listed, _ = watch_list.communicate(timeout=20)
-    assert watch_get.returncode == 0 and watch_list.returncode == 0
-    rows = [line.split() for line in got.splitlines()]
-    assert rows[-1][6] == "Preempted"  # it stops when the workload has finished
-    changes = [(r[1], r[6]) for r in (line.split() for line in listed.splitlines())]
-    assert ("victim", "Preempted") in changes
-    assert {s for n, s in changes if n == "prod"} & {"Pending", "Queued", "Starting"}
+    # Long timeouts: ``get -w`` ends by itself when the workload finishes; ``list -w``
+    # is stopped by the test once it has shown what the test waits for.
+    watch_list = Lines(spawn(org, "workloads", "list", "-w", "--timeout", "120"))
+    watch_get = Lines(spawn(org, "workloads", "get", "victim", "-w", "--timeout", "120"))
+    try:
+        for lines, count in ((watch_list, 3), (watch_get, 2)):  # first tables are out
+            wait_for(lambda lines=lines, count=count: len(lines.lines) >= count, 60,
+                     "the first table")
+        org.ok("submit", "prod", "--team", "production", "--gpus", "2", "--class", "reserved")
+        assert watch_get.finish(timeout=60) == 0
+        rows = watch_get.rows()
+        assert rows[-1][6] == "Preempted"  # it stops when the workload has finished
+
+        def changes() -> list[tuple[str, str]]:
+            return [(r[1], r[6]) for r in watch_list.rows() if len(r) > 6]
+
+        wait_for(lambda: ("victim", "Preempted") in changes(), 60, "the preemption listed")
+        wait_for(lambda: {s for n, s in changes() if n == "prod"}
+                 & {"Pending", "Queued", "Starting"}, 60, "prod listed")
+    finally:
+        for watch in (watch_list, watch_get):
+            if watch.proc.poll() is None:
+                watch.proc.terminate()
+            watch.finish()
+
+
+def test_submit_cpu_and_memory_accept_kubernetes_quantities(org: Org) -> None:
+    seed_org(org)
+    org.ok("submit", "a", "--team", "nlp", "--gpus", "1", "--cpu", "8", "--memory", "64Gi")
+    org.ok("submit", "b", "--team", "nlp", "--gpus", "1", "--cpu", "500m", "--memory", "1G")
+    specs = {w["name"]: w["spec"] for w in org.admin.list_workloads().items}
+    assert (specs["a"]["cpu"], specs["a"]["memory_mib"]) == (8, 65536)
+    assert (specs["b"]["cpu"], specs["b"]["memory_mib"]) == (0.5, 954)  # 10^9 B, rounded up
+
+
+def test_submit_bad_cpu_or_memory_names_the_flag_and_the_forms(org: Org) -> None:
+    seed_org(org)
+    cases = [(("--cpu", "lots"), "--cpu 'lots'", "500m"),
+             (("--cpu", "0.0001"), "--cpu '0.0001'", "steps of 1m"),
+             (("--memory", "64GB"), "--memory '64GB'", "64Gi, 512Mi, 1G"),
+             (("--memory", "16384"), "--memory '16384': no unit", "64Gi")]
+    for flags, named, form in cases:
+        result = org.cli("submit", "x", "--team", "nlp", "--gpus", "1", *flags)
+        assert result.exit_code == 2, (flags, result.stdout)
+        assert named in result.stderr and form in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    assert org.admin.list_workloads().items == []

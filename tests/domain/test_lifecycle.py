@@ -43,7 +43,7 @@ def test_pending_cannot_be_preempted() -> None:
 
 
 def test_requeue_starts_new_attempt_keeping_submission_time() -> None:
-    w = submitted(7, spec(class_="x") if False else spec(requeue_on_preemption=True), at=3)
+    w = submitted(7, spec(requeue_on_preemption=True), at=3)
     w = transition(w, Status.QUEUED, 3, pool="main")
     w = transition(w, Status.STARTING, 4)
     w = transition(w, Status.PREEMPTED, 9, preempted_by=8)

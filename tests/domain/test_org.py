@@ -44,9 +44,18 @@ def test_top_level_over_capacity_refused() -> None:
         validate_reservations(tree, {"main": 80000})
 
 
-def test_valid_reservations_pass() -> None:
-    tree = seed_tree(research__main=48000, nlp__main=32000, production__main=32000)
-    validate_reservations(tree, {"main": 80000})
+def test_valid_reservations_pass_up_to_the_limits_exactly() -> None:
+    # children 32 + 16 = research's 48; top level 48 + 32 = the pool's 80: both at the limit
+    tree = seed_tree(research__main=48000, nlp__main=32000, vision__main=16000,
+                     production__main=32000)
+    assert validate_reservations(tree, {"main": 80000}) is None
+    # one milli-GPU more on either side is refused: the limits above were exact
+    with pytest.raises(ReservationError):
+        validate_reservations(tree, {"main": 79999})
+    over = seed_tree(research__main=48000, nlp__main=32001, vision__main=16000,
+                     production__main=32000)
+    with pytest.raises(ReservationError):
+        validate_reservations(over, {"main": 80000})
 
 
 @pytest.mark.parametrize(

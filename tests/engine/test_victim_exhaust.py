@@ -96,6 +96,7 @@ def greedy_checked(counts: dict[Any, int]) -> Iterator[None]:
             answer, _ = exhaustion_fits(
                 self.ws, self.ps, self.w, sub if sub is not None else index, self.eligible,
                 self.ps.cluster.probe(self.req, domain=dom), free, self.need,
+                self.own_debt(),
             )
         chosen, free_after = original(self, dom, free)
         if answer is not None:

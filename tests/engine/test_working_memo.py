@@ -25,10 +25,10 @@ def test_request_follows_attempt_and_spec() -> None:
     first = submitted(7, make_spec(name="x", team="a", wclass="elastic", gpus=2, pods=2), 0)
     req = ps.request(first)
     assert ps.request(first) is req  # kept
-    assert (req.owner, req.pods, req.charge) == ((7, 1), 2, 2000)
+    assert (req.owner, req.pods, req.charge) == ((7, 1, 0), 2, 2000)
     assert ps.request(first, 1).pods == 1 and ps.request(first).pods == 2
     second = replace(first, attempt=2)
-    assert ps.request(second).owner == (7, 2)
+    assert ps.request(second).owner == (7, 2, 0)
     bigger = replace(first, spec=make_spec(name="x", team="a", wclass="elastic", gpus=4, pods=3))
     again = ps.request(bigger)
     assert (again.pods, again.charge) == (3, 4000)

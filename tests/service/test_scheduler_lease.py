@@ -18,6 +18,7 @@ from apportion.service.errors import LostLease, StaleSnapshot
 from apportion.service.scheduler import Scheduler, _run
 from apportion.service.snapshots import load_snapshot
 from apportion.store.db import Database
+from apportion.store.models import CycleRow
 from apportion.store.repos import security as sec_repo
 from apportion.store.repos import workloads as wl_repo
 
@@ -131,21 +132,36 @@ def test_two_schedulers_never_both_commit(world: World) -> None:
 
     threads = [threading.Thread(target=scheduler_thread, args=("a", 5)),
                threading.Thread(target=scheduler_thread, args=("b", 7))]
+    def committed() -> list[CycleRow]:
+        with world.db.read() as s:
+            return list(sec_repo.list_cycles(s, world.org_id))
+
+    def handed_over() -> bool:
+        """The premise of the test: both instances committed, under >= 3 tokens."""
+        cycles = committed()
+        return (len({c.holder for c in cycles}) == 2
+                and len({c.fencing_token for c in cycles}) >= 3)
+
     for t in threads:
         t.start()
-    deadline = time.time() + 3.0
+    # Work arrives until the lease has changed hands (bounded: a loaded machine
+    # only makes this take longer, it cannot make the test pass without it).
+    deadline = time.monotonic() + 60
     i = 0
-    while time.time() < deadline:
-        world.submit(f"w{i}", gpus=0.25)
-        i += 1
-        time.sleep(0.02)
-    stop.set()
-    for t in threads:
-        t.join(10)
+    try:
+        while not handed_over() and not errors:
+            assert time.monotonic() < deadline, "the lease never changed hands in 60 s"
+            for _ in range(5):
+                world.submit(f"w{i}", gpus=0.25)
+                i += 1
+                time.sleep(0.02)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
     assert not errors, errors
-    with world.db.read() as s:
-        cycles = sec_repo.list_cycles(s, world.org_id)
-    assert len(cycles) >= 3
+    cycles = committed()
+    assert len({c.holder for c in cycles}) == 2  # both instances led at some point
     tokens = [c.fencing_token for c in cycles]
     assert tokens == sorted(tokens), "a fenced-out leader committed after a newer one"
     holders: dict[int, set[str]] = {}

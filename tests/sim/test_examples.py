@@ -29,7 +29,8 @@ def test_every_example_has_a_test_and_a_story() -> None:
         "s3_elastic_in_own_reservation", "s4_reclaim_reservation",
         "s4b_reclaim_with_idle_capacity", "s5_surplus_split", "s6_burst_limits",
         "s7_gang_waits", "fractions", "gangs", "topology", "burst_limits", "multi_pool",
-        "requeue_on_preemption", "node_failure",
+        "requeue_on_preemption", "node_failure", "least_work_lost",
+        "shrink_before_kill",
     }
     found = {p.stem for p in EXAMPLES.glob("*.yaml")}
     assert found == tested
@@ -233,3 +234,27 @@ def test_every_example_runs_as_a_table(path: str) -> None:
     run = cli(str(EXAMPLES / path))
     assert run.exit_code == 0, run.stderr
     assert "Timeline" in run.stdout and "Teams" in run.stdout
+
+
+def test_least_work_lost_spares_the_long_running_gang() -> None:
+    out = example("least_work_lost")
+    assert out["preemptions"] == [
+        {"at": 100, "victim": "small", "by": "urgent", "gpus": 2, "attempt": 1, "exits_at": 100}
+    ]
+    assert out["workloads"]["gang"]["ended_at"] == 1010  # ran its whole duration
+    assert out["workloads"]["urgent"]["started_at"] == 100
+
+
+def test_shrink_before_kill_takes_the_newest_pods() -> None:
+    out = example("shrink_before_kill")
+    sweep = out["workloads"]["sweep"]
+    assert out["preemptions"] == [
+        {"at": 60, "victim": "sweep", "by": "train", "gpus": 3, "attempt": 1,
+         "exits_at": 60, "pods": [5, 6, 7]}
+    ]
+    assert sweep["status"] == "Completed" and sweep["ended_at"] == 600  # ran on
+    assert len(sweep["placement"]) == 5 and sweep["pods_running"] == 0
+    mid = example("shrink_before_kill", "--until", "100")["workloads"]["sweep"]
+    assert (mid["status"], mid["pods"], mid["pods_running"]) == ("Running", 8, 5)
+    assert [e["status"] for e in sweep["events"]].count("Running") == 2  # started, shrunk
+    assert out["workloads"]["train"]["started_at"] == 60

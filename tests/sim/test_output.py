@@ -36,9 +36,9 @@ events:
 
 TOP_KEYS = {"time", "workloads", "preemptions", "teams", "pools", "ignored_events"}
 WORKLOAD_KEYS = {
-    "id", "team", "class", "priority", "gpus", "status", "attempt", "pool", "reason",
-    "placement", "preempted_by", "submitted_at", "started_at", "running_at", "ended_at",
-    "attempts", "events",
+    "id", "team", "class", "priority", "gpus", "pods", "pods_running", "status", "attempt",
+    "pool", "reason", "placement", "preempted_by", "submitted_at", "started_at",
+    "running_at", "ended_at", "attempts", "events",
 }
 ATTEMPT_KEYS = {"attempt", "status", "pool", "started_at", "running_at", "ended_at",
                 "preempted_by"}

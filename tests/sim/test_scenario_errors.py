@@ -65,6 +65,27 @@ TEAM = "teams: [{name: r}]\n"
         pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1}, "
                      "{name: w, team: r, gpus: 1}]", "workloads[1]", ["already defined"],
                      id="duplicate-workload"),
+        pytest.param(POOL + TEAM + "workloads: [{name: u, team: r, gpus: 1}, "
+                     "{name: v, team: r, gpus: 1}, {name: w, team: r, gpus: 1, cpu: 0.0005}]",
+                     "workloads[2].cpu", ["must be a multiple of 0.001 ≥ 0"], id="cpu-step"),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1, cpu: -2}]",
+                     "workloads[0].cpu", ["must be a multiple of 0.001 ≥ 0"], id="cpu-negative"),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1, cpu: 8c}]",
+                     "workloads[0].cpu", ["multiple of 0.001", "8 or 0.5"], id="cpu-text"),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1, memory_mib: 1.5}]",
+                     "workloads[0].memory_mib", ["whole number of MiB"], id="memory-fraction"),
+        pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1, memory: 64}]",
+                     "workloads[0].memory", ["did you mean 'memory_mib'?"],
+                     id="memory-key-typo"),
+        pytest.param("pools: [{name: main, nodes: [{name: a, gpus: 8, cpu: 96.0001}]}]",
+                     "pools[0].nodes[0].cpu", ["must be a multiple of 0.001 ≥ 0"],
+                     id="node-cpu"),
+        pytest.param("pools: [{name: main, nodes: [{name: a, gpus: 8, memory_mib: -1}]}]",
+                     "pools[0].nodes[0].memory_mib", ["whole number of MiB ≥ 0"],
+                     id="node-memory"),
+        pytest.param("pools: [{name: main, packing: bestfit, nodes: []}]",
+                     "pools[0].packing", ["did you mean 'best_fit'?",
+                                          "fragmentation, best_fit"], id="packing"),
     ],
 )
 def test_errors_name_the_field(text: str, field: str, words: list[str]) -> None:
@@ -94,6 +115,33 @@ def test_shell_no_traceback_for_yaml_syntax_or_missing_file(tmp_path) -> None:
         assert "Traceback" not in run.stderr
         assert len(run.stderr.strip().splitlines()) == 1
     assert "line" in shell(str(bad)).stderr
+
+
+def test_cli_bad_cpu_exit_2_one_line(scenario_file) -> None:
+    path = scenario_file(POOL + TEAM + "workloads: [{name: u, team: r, gpus: 1}, "
+                         "{name: v, team: r, gpus: 1}, {name: w, team: r, gpus: 1, cpu: 0.0001}]")
+    run = cli(path, "-o", "json")
+    assert run.exit_code == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines() == [
+        next(line for line in run.stderr.splitlines() if "workloads[2].cpu" in line)]
+    assert "workloads[2].cpu: must be a multiple of 0.001 ≥ 0" in run.stderr
+
+
+def test_host_resources_and_packing_are_read_and_kept() -> None:
+    scenario = parse_scenario(
+        "pools: [{name: main, packing: best_fit, nodes: [{name: a, gpus: 8, cpu: 96, "
+        "memory_mib: 786432}, {name: b, gpus: 8}]}]\n" + TEAM +
+        "workloads: [{name: w, team: r, gpus: 1, cpu: 0.5, memory_mib: 16384}, "
+        "{name: v, team: r, gpus: 1}]")
+    assert scenario.pools["main"].packing == "best_fit"
+    a, b = scenario.nodes
+    assert (a.cpu_milli, a.memory_mib) == (96000, 786432)
+    assert (b.cpu_milli, b.memory_mib) == (None, None)  # not stated: not limited
+    w, v = (x.spec for x in scenario.workloads)
+    assert (w.cpu_milli, w.memory_mib) == (500, 16384)
+    assert (v.cpu_milli, v.memory_mib) == (0, 0)
+    default = parse_scenario(POOL)
+    assert default.pools["main"].packing == "fragmentation"
 
 
 def test_placement_that_does_not_fit_refuses_the_file(scenario_file) -> None:

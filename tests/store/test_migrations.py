@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import inspect
 
 from apportion.domain.workload import make_spec
@@ -28,13 +29,11 @@ def test_write_rolls_back_on_error(backend_url: str) -> None:
     db = Database(backend_url)
     db.migrate()
     try:
-        try:
-            with db.write() as s:
-                s.add(OrgRow(slug="x", name="x", created_at=0.0))
-                s.flush()
-                raise RuntimeError("boom")
-        except RuntimeError:
-            pass
+        with pytest.raises(RuntimeError, match="boom"), db.write() as s:
+            s.add(OrgRow(slug="x", name="x", created_at=0.0))
+            s.flush()
+            assert s.query(OrgRow).count() == 1  # the premise: written in the transaction
+            raise RuntimeError("boom")
         with db.read() as s:
             assert s.query(OrgRow).count() == 0
     finally:
@@ -96,3 +95,12 @@ def test_upgrading_a_database_with_data_keeps_it(backend_url: str) -> None:
         assert tuple(row) == (7, 0)
     finally:
         db.dispose()
+
+
+def test_host_resources_round_trip_through_the_stored_spec() -> None:
+    spec = make_spec(name="w", team="t", gpus=1, cpu=0.25, memory_mib=2048)
+    data = codec.spec_to_dict(spec)
+    assert (data["cpu"], data["memory_mib"]) == (0.25, 2048)
+    assert codec.spec_from_dict(data) == spec
+    old = {k: v for k, v in data.items() if k not in ("cpu", "memory_mib")}
+    assert codec.spec_from_dict(old).cpu_milli == 0  # a spec stored before revision 3

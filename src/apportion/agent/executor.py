@@ -25,6 +25,11 @@ class Executor(Protocol):
     - ``log_files`` names the files holding each pod's output (pod index → path),
       which the agent ships to the control plane; ``{}`` when the output lives
       elsewhere (Kubernetes keeps pod logs itself; the simulator prints nothing).
+    - ``shrink`` stops only ``pods`` of a run (SPEC 6.5's shrink: the run's
+      highest pod indices) within ``grace_seconds``; the other pods go on and
+      ``poll`` keeps reporting the run by them alone: the taken pods' exit is
+      neither a failure nor a completion. Idempotent; a run handed to ``start``
+      or ``adopt`` with ``Run.stopped`` set never runs those pods.
     - ``adopt`` is called once after an agent restart with the runs its state
       file says were started and not yet finished: the executor re-attaches to
       them (and reports ``lost`` for those it cannot find).
@@ -37,6 +42,8 @@ class Executor(Protocol):
     def start(self, run: Run) -> None: ...
 
     def stop(self, run_id: str, grace_seconds: float) -> None: ...
+
+    def shrink(self, run_id: str, pods: tuple[int, ...], grace_seconds: float) -> None: ...
 
     def poll(self) -> list[Observed]: ...
 

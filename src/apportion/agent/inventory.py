@@ -5,12 +5,16 @@ Configuration (YAML or JSON), the same node syntax as scenario files::
     gpu_type: h100            # defaults for every node
     gpu_memory_mib: 81920
     nodes:
-      - {name: a1, gpus: 8, labels: {rack: r1}}
+      - {name: a1, gpus: 8, cpu: 96, memory_mib: 786432, labels: {rack: r1}}
       - {prefix: b, count: 4, gpus: 8, labels: {rack: r2}}   # b1..b4
+
+``cpu`` (cores) and ``memory_mib`` are the node's allocatable host resources;
+absent = not limited.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -20,6 +24,8 @@ from typing import Any
 import yaml
 
 from apportion.agent.model import NodeInfo
+from apportion.domain.errors import ValidationError
+from apportion.domain.host import parse_cpu, parse_memory_mib
 
 DEFAULT_MEMORY = 81920
 
@@ -52,12 +58,38 @@ def nodes_from_config(config: Mapping[str, Any]) -> list[NodeInfo]:
         if gpus < 0:
             raise ValueError(f"nodes[{i}].gpus: must be ≥ 0")
         labels = {str(k): str(v) for k, v in (entry.get("labels") or {}).items()}
+        cpu, host_memory = entry.get("cpu"), entry.get("memory_mib")
+        try:
+            cpu_milli = None if cpu is None else parse_cpu(cpu, f"nodes[{i}].cpu")
+            memory_mib = None if host_memory is None else parse_memory_mib(
+                host_memory, f"nodes[{i}].memory_mib")
+        except ValidationError as err:
+            raise ValueError(str(err)) from None
         for name in names:
             out.append(NodeInfo(
                 name=name, gpus=gpus, gpu_type=entry.get("gpu_type", gpu_type),
                 gpu_memory_mib=int(entry.get("gpu_memory_mib", memory)), labels=labels,
+                cpu_milli=cpu_milli, memory_mib=memory_mib,
             ))
     return out
+
+
+def host_resources(meminfo: Path = Path("/proc/meminfo")) -> tuple[int | None, int | None]:
+    """This machine's (milli-CPU, MiB): the CPUs this process may use and the
+    total memory (``MemTotal``); None for what cannot be read."""
+    try:
+        cpus: int | None = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count()
+    memory = None
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = int(line.split()[1]) // 1024  # kB -> MiB
+                break
+    except (OSError, ValueError, IndexError):
+        memory = None
+    return (None if cpus is None else cpus * 1000), memory
 
 
 def parse_shape(shape: str) -> tuple[int, int, int]:
@@ -92,6 +124,13 @@ def nvidia_smi_gpus(timeout: float = 10.0) -> list[tuple[int, str, int]] | None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
+    return parse_nvidia_smi(out)
+
+
+def parse_nvidia_smi(out: str) -> list[tuple[int, str, int]]:
+    """``(index, name, memory MiB)`` from ``nvidia-smi --query-gpu=index,name,memory.total
+    --format=csv,noheader,nounits`` output; other lines are skipped and a memory that is
+    not a number (``[N/A]``) is 0."""
     gpus = []
     for line in out.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]

@@ -6,13 +6,15 @@ Outbound only. One loop, one thread; each pass is these steps:
    (state file) — this step needs no network and also runs while the control
    plane is unreachable, so outcomes are never lost.
 2. **Heartbeat** on (re)connection and every ``heartbeat_interval``: the
-   inventory plus every run's last status (the server reconciles from it).
+   inventory plus every run's last status (the server reconciles from it). The
+   runs' new log bytes are shipped just before it, as the statuses it carries
+   may end a run.
 3. **Logs, then flush**: ship the new bytes of the runs' log files (so a run's
    output is on the server before its outcome), then the outbox in order; a
    report is removed once acknowledged.
 4. **Decisions**: long-poll ``/v1/agent/decisions`` from the saved cursor; fold
-   the batch (a start followed by its stop is never started), apply it, save
-   the new cursor.
+   the batch (a start followed by its stop is never started), apply it (a
+   ``shrink`` stops only the pods it names), save the new cursor.
 
 A failure to reach the control plane switches to back-off (0.5 s doubling to
 ``max_backoff``, with jitter) during which step 1 keeps running.
@@ -23,56 +25,30 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
 from apportion import __version__
 from apportion.agent import logship
 from apportion.agent.executor import Executor
+from apportion.agent.fold import fold
 from apportion.agent.model import (
     Decision,
     Observed,
     RunStatus,
     decision_from_json,
 )
+from apportion.agent.protocol import AgentApi, AgentOptions, Retry
 from apportion.agent.state import AgentState, RunRecord, StateFile
-from apportion.client import ApiError, Page, ServerUnreachable
+from apportion.client import ApiError, ServerUnreachable
+from apportion.clock import SYSTEM_CLOCK, Clock
+from apportion.domain.lifecycle import pods_phrase
 
+__all__ = ["Agent", "AgentApi", "AgentOptions", "Retry"]
 log = logging.getLogger("apportion.agent")
 TERMINAL = frozenset({"Completed", "Failed", "Preempted", "Cancelled"})
 PAGE = 100
-
-
-class AgentApi(Protocol):
-    """The three agent endpoints (``apportion.client.ApportionClient`` has them)."""
-
-    def agent_heartbeat(self, pool: str, nodes: list[dict[str, Any]], *,
-                        agent_version: str = "",
-                        runs: list[dict[str, Any]] | None = None) -> dict[str, Any]: ...
-
-    def agent_decisions(self, cursor: int = 0, *, limit: int | None = None,
-                        wait: float | None = None, live: bool = False) -> Page: ...
-
-    def agent_report(self, workload_id: int, attempt: int, run_id: str, status: str, *,
-                     message: str | None = None,
-                     exit_code: int | None = None) -> dict[str, Any]: ...
-
-    def agent_log(self, workload_id: int, attempt: int, run_id: str, pod: int, offset: int,
-                  data: bytes) -> dict[str, Any]: ...
-
-
-class Retry(Exception):
-    """The control plane cannot be used right now; back off and try again."""
-
-
-@dataclass(frozen=True, slots=True)
-class AgentOptions:
-    #: seconds: long-poll wait for decisions, and the executor poll period
-    poll_interval: float = 1.0
-    heartbeat_interval: float = 10.0
-    max_backoff: float = 10.0
 
 
 class Agent:
@@ -80,13 +56,14 @@ class Agent:
 
     def __init__(
         self, api: AgentApi, executor: Executor, state_file: StateFile, pool: str,
-        options: AgentOptions | None = None, *, clock: Callable[[], float] = time.time,
+        options: AgentOptions | None = None, *, clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.api = api
         self.executor = executor
         self.state_file = state_file
         self.pool = pool
         self.options = options or AgentOptions()
+        #: heartbeat interval, back-off, idle waits, ``until`` and runs' ``started_at``
         self.clock = clock
         self.state: AgentState = state_file.load(pool)
         self.is_connected = False
@@ -100,7 +77,7 @@ class Agent:
     def run(self, stop: threading.Event, until: float | None = None) -> None:
         """Reconcile until ``stop`` is set (or wall-clock ``until`` passes)."""
         self.restore()
-        while not stop.is_set() and (until is None or self.clock() < until):
+        while not stop.is_set() and (until is None or self.clock.now() < until):
             try:
                 self.step()
                 self._failures = 0
@@ -128,10 +105,11 @@ class Agent:
 
     def idle(self, stop: threading.Event, seconds: float) -> None:
         """Wait ``seconds`` while still observing the executor (no network)."""
-        end = time.monotonic() + seconds
-        while not stop.is_set() and time.monotonic() < end:
+        end = self.clock.monotonic() + seconds
+        while not stop.is_set() and self.clock.monotonic() < end:
             self.observe()
-            stop.wait(min(self.options.poll_interval, max(0.0, end - time.monotonic())))
+            self.clock.wait(stop, min(self.options.poll_interval,
+                                      max(0.0, end - self.clock.monotonic())))
 
     def shutdown(self, *, stop_runs: bool, timeout: float = 10.0) -> None:
         """Stop the executor's runs (if asked), then release the executor.
@@ -142,10 +120,10 @@ class Agent:
             for rid, rec in list(self.state.runs.items()):
                 self.executor.stop(rid, 0)
                 rec.phase = "stopping"
-            end = time.monotonic() + timeout
-            while self.state.runs and time.monotonic() < end:
+            end = self.clock.monotonic() + timeout
+            while self.state.runs and self.clock.monotonic() < end:
                 self.observe()
-                time.sleep(0.05)
+                self.clock.sleep(0.05)
             self._save()
         self.executor.close()
 
@@ -154,8 +132,12 @@ class Agent:
     def step(self) -> None:
         """One reconcile pass (steps 1-4 of the module docstring)."""
         self.observe()
+        # Logs first: a heartbeat carries the outbox's statuses (a run that ended
+        # during an outage is reported by it), and a run's output must be on the
+        # server before its outcome.
+        self.ship_logs()
         if not self.is_connected or (
-            self.clock() - self._last_heartbeat >= self.options.heartbeat_interval
+            self.clock.now() - self._last_heartbeat >= self.options.heartbeat_interval
         ):
             self.heartbeat()
         self.ship_logs()
@@ -208,13 +190,17 @@ class Agent:
             return True
         return False
 
-    def _queue(self, rec: RunRecord, status: str, message: str, exit_code: int | None) -> None:
+    def _queue(self, rec: RunRecord, status: str, message: str, exit_code: int | None, *,
+               pods_running: int | None = None) -> None:
         run = rec.run
         rec.reported = status
-        self.state.outbox.append({
+        item: dict[str, Any] = {
             "workload_id": run.workload_id, "attempt": run.attempt, "run_id": run.run_id,
             "status": status, "message": message[:1000], "exit_code": exit_code,
-        })
+        }
+        if pods_running is not None:
+            item["pods_running"] = pods_running
+        self.state.outbox.append(item)
         log.info("%s: %s (%s)", run.run_id, status, message)
 
     # -- 2. heartbeat -----------------------------------------------------------------------
@@ -223,7 +209,7 @@ class Agent:
         nodes = [n.to_json() for n in self.executor.inventory()]
         answer = self._call(self.api.agent_heartbeat, self.pool, nodes,
                             agent_version=__version__, runs=self._run_statuses())
-        self._last_heartbeat = self.clock()
+        self._last_heartbeat = self.clock.now()
         server_cursor = int(answer.get("decisions_cursor") or 0)
         if self.state.cursor is not None and server_cursor < self.state.cursor:
             log.warning("the control plane's last decision is %d but this agent applied %d: "
@@ -237,15 +223,24 @@ class Agent:
         self.is_connected = True
 
     def _run_statuses(self) -> list[dict[str, Any]]:
-        """Every run's last status: what is queued, else ``running`` if reported so."""
+        """Every run's last status: what is queued, else ``running`` if reported so.
+
+        A queued report keeps its message and exit code: the server may apply it
+        from the heartbeat, and the later report is then a duplicate. An outcome
+        whose logs are still being shipped is left to the outbox flush (after the
+        logs), so a run's output is on the server before its outcome, also after
+        an outage."""
         latest: dict[str, dict[str, Any]] = {}
         for rid, rec in self.state.runs.items():
             if rec.reported == "running":
                 latest[rid] = {"workload_id": rec.run.workload_id, "attempt": rec.run.attempt,
                                "run_id": rid, "status": "running"}
-        for item in self.state.outbox:
-            latest[item["run_id"]] = {k: item[k] for k in
-                                      ("workload_id", "attempt", "run_id", "status")}
+        for item in self.state.outbox:  # with the message: the heartbeat may apply it first
+            if item["status"] != "running" and item["run_id"] in self.state.logs:
+                continue  # its output is not all shipped: the flush after the logs says it
+            latest[item["run_id"]] = {k: item.get(k) for k in
+                                      ("workload_id", "attempt", "run_id", "status", "message",
+                                       "exit_code")}
         return [latest[k] for k in sorted(latest)]
 
     # -- 3. logs and flush ------------------------------------------------------------------
@@ -271,7 +266,7 @@ class Agent:
                 answer = self._call(
                     self.api.agent_report, item["workload_id"], item["attempt"],
                     item["run_id"], item["status"], message=item.get("message"),
-                    exit_code=item.get("exit_code"))
+                    exit_code=item.get("exit_code"), pods_running=item.get("pods_running"))
             except ApiError as err:  # a client error: the report can never be accepted
                 log.error("report %s %s refused: %s", item["run_id"], item["status"], err)
                 answer = {"accepted": False}
@@ -318,21 +313,21 @@ class Agent:
         return out, cursor
 
     def apply(self, batch: Sequence[Decision], cursor: int) -> None:
-        """Apply a batch of decisions in order, folded; then save the cursor."""
-        stopped = {d.run_id for d in batch if d.kind == "stop"}
-        newest: dict[int, int] = {}
+        """Apply a batch of decisions in order, folded; then save the cursor.
+
+        A start whose shrinks are in the same batch (an agent catching up)
+        starts without the pods they took (``fold``)."""
+        folded = fold(batch)
         for d in batch:
             if d.kind == "start":
-                newest[d.workload_id] = max(newest.get(d.workload_id, 0), d.attempt)
-        for d in batch:
-            if d.kind == "start":
-                superseded = d.run_id in stopped or d.attempt < newest[d.workload_id]
-                if superseded and d.run_id not in self.state.runs:
+                if d.run_id in folded.superseded and d.run_id not in self.state.runs:
                     self.state.mark_done(d.run_id)  # ended before it could start
                     continue
-                self._start(d)
+                self._start(d, folded.taken.get(d.run_id, ()))
             elif d.kind == "stop":
                 self._stop(d)
+            elif d.kind == "shrink":
+                self._shrink(d)
             else:
                 log.warning("ignoring decision %d of unknown kind %r", d.id, d.kind)
         if cursor != self.state.cursor or batch:
@@ -340,10 +335,10 @@ class Agent:
             self._save()
         self.is_caught_up = True
 
-    def _start(self, d: Decision) -> None:
+    def _start(self, d: Decision, taken: tuple[int, ...] = ()) -> None:
         if self.state.is_known(d.run_id):
             return
-        rec = RunRecord(d.to_run(self.clock()))
+        rec = RunRecord(replace(d.to_run(self.clock.now()), stopped=taken))
         self.state.runs[d.run_id] = rec
         logship.track(self.state, rec.run, self.executor.log_files(rec.run))
         self._save()  # before the executor starts it: see the state file's invariant
@@ -371,6 +366,42 @@ class Agent:
                              if not (i["run_id"] == d.run_id and i["status"] == "running")]
         self._save()
         self.executor.stop(d.run_id, grace)
+
+    def _shrink(self, d: Decision) -> None:
+        """Stop exactly the pods a shrink took (SPEC 6.5); the run goes on with
+        the others. The taken pods are recorded on the run (state file) before
+        the executor is asked, and a ``running`` report with ``pods_running``
+        tells the control plane the shrink was carried out."""
+        rec = self.state.runs.get(d.run_id)
+        if rec is None or rec.phase == "stopping":
+            return
+        run = rec.run
+        pods = tuple(sorted(set(d.pods) - set(run.stopped)))
+        if not pods:
+            return  # replayed: already applied
+        if not all(0 <= i < run.pods for i in pods):
+            log.warning("ignoring shrink %d of %s: pods %s, the run has %d", d.id, d.run_id,
+                        list(pods), run.pods)
+            return
+        grace = max(0.0, d.grace_seconds or 0.0)
+        rec.run = replace(run, stopped=tuple(sorted({*run.stopped, *pods})))
+        self._save()
+        log.info("%s: shrink, stopping %s (%s, grace %.0f s)", d.run_id, pods_phrase(pods),
+                 d.reason, grace)
+        try:
+            self.executor.shrink(d.run_id, pods, grace)
+        except Exception as err:  # pods we cannot stop would run on devices given away
+            log.exception("%s: the executor could not stop %s", d.run_id, pods_phrase(pods))
+            self.executor.stop(d.run_id, grace)
+            self._queue(rec, "failed", f"executor error: could not stop {pods_phrase(pods)} "
+                        f"for a shrink: {err}", None)
+            rec.phase = "stopping"
+            self._save()
+            return
+        left = rec.run.pods_running
+        self._queue(rec, "running", f"shrunk: {pods_phrase(pods)} stopped ({d.reason or 'shrink'})"
+                    f"; {left} pod(s) running", None, pods_running=left)
+        self._save()
 
     # -- helpers ----------------------------------------------------------------------------
 

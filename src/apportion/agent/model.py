@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from apportion.domain.host import cpu_number
 from apportion.domain.workload import DeviceShare, PodPlacement
 
 
@@ -59,6 +60,9 @@ class Run:
     ``started_at`` is the wall-clock time the agent first started it; it is kept
     in the state file, so an executor that re-adopts the run after a restart
     (the simulator) measures its duration from the original start.
+
+    ``stopped`` names the pods that shrinks took (SPEC 6.5, always the highest
+    indices); ``placement`` keeps every pod, so their logs stay addressable.
     """
 
     run_id: str
@@ -67,10 +71,17 @@ class Run:
     placement: tuple[PodPlacement, ...]
     exec: ExecSpec
     started_at: float = 0.0
+    stopped: tuple[int, ...] = ()
 
     @property
     def pods(self) -> int:
+        """Pods the run was started with (shrunk pods included)."""
         return len(self.placement)
+
+    @property
+    def pods_running(self) -> int:
+        """Pods not taken by a shrink."""
+        return len(self.placement) - len(self.stopped)
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -82,7 +93,7 @@ class Decision:
     """One entry of ``GET /v1/agent/decisions``."""
 
     id: int
-    kind: str  # "start" | "stop"
+    kind: str  # "start" | "stop" | "shrink"
     workload_id: int
     attempt: int
     run_id: str
@@ -90,6 +101,8 @@ class Decision:
     exec: ExecSpec = field(default_factory=ExecSpec)
     grace_seconds: float | None = None
     reason: str | None = None
+    #: a shrink's pod indices (the run's highest): only those stop
+    pods: tuple[int, ...] = ()
 
     def to_run(self, started_at: float) -> Run:
         return Run(self.run_id, self.workload_id, self.attempt, self.placement, self.exec,
@@ -118,6 +131,9 @@ class NodeInfo:
     health: str = "ready"  # ready | down
     #: device shares used by work apportion does not manage: (index, milli)
     unavailable: tuple[tuple[int, int], ...] = ()
+    #: allocatable host CPU (milli-CPU) and memory (MiB); None = not limited / unknown
+    cpu_milli: int | None = None
+    memory_mib: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "gpus": self.gpus, "labels": dict(self.labels),
@@ -128,6 +144,10 @@ class NodeInfo:
             out["gpu_type"] = self.gpu_type
         if self.gpu_memory_mib is not None:
             out["gpu_memory_mib"] = self.gpu_memory_mib
+        if self.cpu_milli is not None:
+            out["cpu"] = cpu_number(self.cpu_milli)
+        if self.memory_mib is not None:
+            out["memory_mib"] = self.memory_mib
         return out
 
 
@@ -180,16 +200,18 @@ def decision_from_json(raw: Mapping[str, Any]) -> Decision:
         exec=exec_from_json(raw.get("exec")),
         grace_seconds=None if grace is None else float(grace),
         reason=raw.get("reason"),
+        pods=tuple(int(i) for i in raw.get("pods") or ()),
     )
 
 
 def run_to_json(run: Run) -> dict[str, Any]:
     return {"run_id": run.run_id, "workload_id": run.workload_id, "attempt": run.attempt,
             "placement": placement_to_json(run.placement), "exec": exec_to_json(run.exec),
-            "started_at": run.started_at}
+            "started_at": run.started_at, "stopped": list(run.stopped)}
 
 
 def run_from_json(raw: Mapping[str, Any]) -> Run:
     return Run(str(raw["run_id"]), int(raw["workload_id"]), int(raw["attempt"]),
                placement_from_json(raw.get("placement")), exec_from_json(raw.get("exec")),
-               float(raw.get("started_at") or 0.0))
+               float(raw.get("started_at") or 0.0),
+               tuple(int(i) for i in raw.get("stopped") or ()))

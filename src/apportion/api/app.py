@@ -95,7 +95,8 @@ def create_app(settings: Settings | None = None, control: ControlPlane | None = 
         responses=_error_responses(),
     )
     app.state.control = cp
-    app.state.rate_limiter = RateLimiter(cp.settings.rate_limit, cp.settings.rate_burst)
+    app.state.rate_limiter = RateLimiter(cp.settings.rate_limit, cp.settings.rate_burst,
+                                         clock=cp.clock.monotonic)
     errors.install(app)
     for module in (org, workloads, pools, events, agent, logs):
         app.include_router(module.router, prefix="/v1")

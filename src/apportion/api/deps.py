@@ -36,15 +36,17 @@ def request_id(request: Request) -> str:
 class RateLimiter:
     """A token bucket per API token (``rate`` per second, ``burst`` deep)."""
 
-    def __init__(self, rate: float, burst: float) -> None:
+    def __init__(self, rate: float, burst: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.rate, self.burst = rate, burst
+        self.clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
     def take(self, key: str) -> None:
         if self.rate <= 0:
             return
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             level, at = self._buckets.get(key, (self.burst, now))
             level = min(self.burst, level + (now - at) * self.rate)
@@ -71,7 +73,7 @@ async def auth(
     if actor is None:
         actor = await run_in_threadpool(cp.tokens.verify, token.strip())
     request.app.state.rate_limiter.take(actor.token_id)
-    ctx = Ctx(actor, request_id(request))
+    ctx = Ctx(actor, request_id(request), clock=cp.clock)
     request.state.ctx = ctx
     return ctx
 

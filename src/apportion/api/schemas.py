@@ -136,6 +136,8 @@ class PoolCreate(Strict):
     start_delay: int = 0
     preemption_grace: int = 0
     starvation_hold_after: int | None = None
+    packing: str = Field(default="fragmentation", description="fragmentation | best_fit; "
+                         "stored and shown, both pack as best_fit for now (docs/placement.md)")
 
 
 class PoolUpdate(Strict):
@@ -145,6 +147,7 @@ class PoolUpdate(Strict):
     start_delay: int | None = None
     preemption_grace: int | None = None
     starvation_hold_after: int | None = None
+    packing: str | None = None
     version: int | None = None
 
 
@@ -161,6 +164,7 @@ class PoolRead(BaseModel):
     start_delay: int
     preemption_grace: int
     starvation_hold_after: int | None
+    packing: str
     capacity: Gpus
     node_count: int
     agent: AgentInfo
@@ -185,6 +189,8 @@ class NodeRead(BaseModel):
     gpu_type: str | None
     gpu_memory_mib: int
     labels: dict[str, str]
+    cpu: Gpus | None = Field(description="allocatable cores; null = not limited")
+    memory_mib: int | None = Field(description="allocatable MiB; null = not limited")
     health: Literal["ready", "down", "unknown"]
     cordoned: bool
     state: Literal["ready", "cordoned", "down", "unknown"]
@@ -245,6 +251,8 @@ class WorkloadCreate(Strict):
     env: dict[str, str] = {}
     labels: dict[str, str] = {}
     duration: int | None = None
+    cpu: int | float | None = Field(default=None, description="cores per pod, steps of 0.001")
+    memory_mib: int | None = Field(default=None, description="MiB per pod")
 
 
 class CancelBody(Strict):
@@ -266,6 +274,18 @@ class AttemptRead(BaseModel):
     preempted_by: int | None
 
 
+class PreemptionRead(BaseModel):
+    """One preemption of a workload: ``whole`` ended the attempt; ``shrink``
+    (SPEC 6.5) took ``pods`` and the workload kept running on the others."""
+
+    at: str | None
+    attempt: int
+    kind: Literal["whole", "shrink"]
+    by: int | None
+    pods: list[int]
+    gpus: Gpus
+
+
 class WorkloadRead(BaseModel):
     id: int
     name: str
@@ -278,6 +298,9 @@ class WorkloadRead(BaseModel):
     reason: ReasonModel | None
     nominated: bool
     placement: list[PodPlacementModel]
+    pods: int = Field(description="pods requested")
+    pods_running: int = Field(description="pods the attempt holds while Starting or Running "
+                              "(fewer than pods after a shrink); 0 otherwise")
     gpus: Gpus | None
     submitted_by: str
     submitted_at: str | None
@@ -286,6 +309,7 @@ class WorkloadRead(BaseModel):
     ended_at: str | None
     preempted_by: int | None
     attempts: list[AttemptRead]
+    preemptions: list[PreemptionRead] = []
     spec: dict[str, Any]
     version: int
 
@@ -335,77 +359,3 @@ class AuditRead(BaseModel):
     message: str
     before: Any = None
     after: Any = None
-
-
-# -- agent protocol -----------------------------------------------------------------------
-class HeartbeatNode(Strict):
-    name: str
-    gpus: int
-    gpu_type: str | None = None
-    gpu_memory_mib: int | None = None
-    labels: dict[str, str] = {}
-    health: Literal["ready", "down"] = "ready"
-    unavailable: list[DeviceShareModel] = []
-
-
-class Report(Strict):
-    workload_id: int
-    attempt: int
-    run_id: str | None = None
-    status: Literal["running", "completed", "failed"]
-    message: str | None = None
-    exit_code: int | None = None
-
-
-class LogChunk(Strict):
-    workload_id: int
-    attempt: int
-    run_id: str | None = None
-    pod: int = 0
-    offset: int
-    data: str = Field(description="base64 of the log bytes from `offset` (at most 256 KiB)")
-
-
-class Heartbeat(Strict):
-    pool: str | None = None
-    agent_version: str | None = None
-    nodes: list[HeartbeatNode] = []
-    runs: list[Report] = []
-
-
-class HeartbeatRead(BaseModel):
-    pool: str
-    nodes: int
-    decisions_cursor: int
-    heartbeat_timeout: float
-
-
-class DecisionRead(BaseModel):
-    id: int
-    kind: Literal["start", "stop"]
-    workload_id: int
-    attempt: int
-    run_id: str
-    pool: str
-    placement: list[PodPlacementModel]
-    exec: dict[str, Any]
-    grace_seconds: int | None
-    reason: str | None
-    created_at: str | None
-
-
-class LogChunkRead(BaseModel):
-    accepted: bool
-    workload_id: int
-    attempt: int
-    pod: int
-    next_offset: int
-    note: str
-
-
-class ReportRead(BaseModel):
-    accepted: bool
-    workload_id: int
-    attempt: int
-    status: str
-    note: str

@@ -34,6 +34,7 @@ POOL_COLUMNS = (
     Column("CAPACITY", lambda p: fmt_gpus(p.get("capacity"))),
     Column("NODES", lambda p: p.get("node_count")),
     Column("AGENT", lambda p: (p.get("agent") or {}).get("status")),
+    Column("PACKING", lambda p: p.get("packing")),
     Column("GPU-MEMORY-MIB", lambda p: p.get("gpu_memory_mib"), is_wide_only=True),
     Column("TOPOLOGY", lambda p: p.get("topology"), is_wide_only=True),
     Column("START-DELAY", lambda p: p.get("start_delay"), is_wide_only=True),
@@ -51,6 +52,8 @@ NODE_COLUMNS = (
     Column("HEALTH", lambda n: n.get("health")),
     Column("CORDONED", lambda n: n.get("cordoned")),
     Column("UNAVAILABLE", lambda n: fmt_gpus(n.get("unavailable_gpus")), is_wide_only=True),
+    Column("CPU", lambda n: n.get("cpu"), is_wide_only=True),
+    Column("MEMORY-MIB", lambda n: n.get("memory_mib"), is_wide_only=True),
     Column("LABELS", lambda n: n.get("labels"), is_wide_only=True),
     Column("LAST-SEEN", lambda n: n.get("last_seen_at"), is_wide_only=True),
 )
@@ -115,8 +118,12 @@ def _cell_style(text: str) -> str | None:
     return "dim italic" if first == EXTERNAL else team_style(first)
 
 
-def map_columns(width: int) -> list[Column]:
+def map_columns(width: int, has_host: bool = False) -> list[Column]:
+    """NODE, STATE, (CPU, MEMORY-MIB when some node reports them), GPU0..."""
     columns = [Column("NODE", lambda r: r["name"]), Column("STATE", lambda r: r["state"])]
+    if has_host:
+        columns += [Column("CPU", lambda r: r.get("cpu")),
+                    Column("MEMORY-MIB", lambda r: r.get("memory_mib"))]
     for i in range(width):
         columns.append(Column(f"GPU{i}", lambda r, i=i: r["cells"][i] if i < len(r["cells"])
                               else "", style=_cell_style))
@@ -153,17 +160,20 @@ def show(
         print_data({"pool": pool, "nodes": nodes, "workloads": workloads}, fmt)
         return
     grid = device_map(nodes, workloads)
-    rows = [{"name": n["name"], "state": n.get("state"),
+    rows = [{"name": n["name"], "state": n.get("state"), "cpu": n.get("cpu"),
+             "memory_mib": n.get("memory_mib"),
              "cells": [device_cell(d) for d in grid[n["name"]]]}
             for n in sorted(nodes, key=lambda n: n["name"])]
+    has_host = any(r["cpu"] is not None or r["memory_mib"] is not None for r in rows)
     width = max((len(r["cells"]) for r in rows), default=0)
     out = stdout()
     used = sum(_team_totals(workloads).values())
     out.print(f"pool {pool['name']}: {fmt_gpus(pool.get('capacity'))} GPUs on "
               f"{pool.get('node_count', len(nodes))} nodes, {fmt_gpus(used / 1000)} in use "
-              f"by workloads; agent {(pool.get('agent') or {}).get('status', '-')}")
+              f"by workloads; packing {pool.get('packing', '-')}; agent "
+              f"{(pool.get('agent') or {}).get('status', '-')}")
     if rows:
-        print_table(map_columns(width), rows, has_headers=not no_headers, console=out)
+        print_table(map_columns(width, has_host), rows, has_headers=not no_headers, console=out)
     totals = _team_totals(workloads)
     if totals:
         legend = ", ".join(f"[{team_style(t)}]{t}[/] {fmt_gpus(m / 1000)}"

@@ -20,6 +20,8 @@ from apportion.cli.common import NoHeadersOpt, OutputOpt, command, usage_error
 from apportion.cli.config import ConfigError, load_config
 from apportion.cli.output import Column, Format, emit, fmt_gpus, stdout
 from apportion.client import ApiError, ApportionClient
+from apportion.domain.errors import ValidationError
+from apportion.domain.host import cpu_number, cpu_quantity, memory_quantity
 
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(mi|gi|ti|m|g|t|mib|gib|tib)?\s*$", re.IGNORECASE)
 _MEMORY_FACTOR = {"": 1, "m": 1, "mi": 1, "mib": 1, "g": 1024, "gi": 1024, "gib": 1024,
@@ -51,6 +53,29 @@ def parse_gpu_memory(text: str) -> int:
     if mib <= 0 or mib != int(mib):
         raise usage_error(f"--gpu-memory {text!r}: must be a positive whole number of MiB")
     return int(mib)
+
+
+def parse_cpu_flag(text: str) -> int | float:
+    """``--cpu 8`` → 8 cores, ``500m`` → 0.5, ``0.25`` → 0.25 (Kubernetes forms)."""
+    try:
+        return cpu_number(cpu_quantity(text, "--cpu"))
+    except ValidationError as err:
+        raise usage_error(f"--cpu {text!r}: {err.message}; use cores (8, 0.5) or "
+                          "milli-cores (500m), in steps of 1m") from None
+
+
+def parse_memory_flag(text: str) -> int:
+    """``--memory 64Gi`` → 65536 MiB; ``512Mi``, ``1G`` (10^9 bytes, rounded up to whole
+    MiB) and the other Kubernetes suffixes too. A bare number is refused: Kubernetes
+    would read bytes, a user probably meant MiB."""
+    hint = "use a size with a unit: 64Gi, 512Mi, 1G (Ki Mi Gi Ti = powers of 1024; " \
+           "k M G T = powers of 1000)"
+    if text.strip().replace(".", "", 1).isdigit():
+        raise usage_error(f"--memory {text!r}: no unit; {hint}")
+    try:
+        return memory_quantity(text, "--memory")
+    except ValidationError as err:
+        raise usage_error(f"--memory {text!r}: {err.message}; {hint}") from None
 
 
 def parse_duration(text: str) -> int:
@@ -126,6 +151,10 @@ def submit(
                                                "or a whole number.")] = None,
     gpu_memory: Annotated[str | None, typer.Option("--gpu-memory", help="Per pod, instead "
                                                    "of --gpus: e.g. 20Gi, 512Mi.")] = None,
+    cpu: Annotated[str | None, typer.Option("--cpu", help="Host CPU per pod: cores (8, "
+                                            "0.5) or 500m.")] = None,
+    memory: Annotated[str | None, typer.Option("--memory", help="Host memory per pod: "
+                                               "64Gi, 512Mi, 1G.")] = None,
     pods: Annotated[int | None, typer.Option("--pods", min=1)] = None,
     min_pods: Annotated[int | None, typer.Option("--min-pods", min=1, help="Elastic "
                                                  "scaling: start with at least this many.")
@@ -172,6 +201,8 @@ def submit(
         "labels": parse_pairs(label, "--label") or None,
         "node_selector": parse_pairs(node_selector, "--node-selector") or None,
         "topology": {"level": topology, "mode": topology_mode.value} if topology else None,
+        "cpu": parse_cpu_flag(cpu) if cpu is not None else None,
+        "memory_mib": parse_memory_flag(memory) if memory is not None else None,
     }
     if gpus is not None and gpu_memory is not None:
         raise usage_error("give --gpus or --gpu-memory, not both")

@@ -45,6 +45,16 @@ def _nodes(w: dict[str, Any]) -> list[str]:
     return sorted({p["node"] for p in w.get("placement") or []})
 
 
+def fmt_pods(w: dict[str, Any]) -> str:
+    """``running/requested``: ``6/8`` after a shrink took two of eight pods."""
+    requested = w.get("pods", (w.get("spec") or {}).get("pods", 1))
+    running = w.get("pods_running")
+    if running is None:  # a server from before shrinks
+        running = len(w.get("placement") or []) if w.get("status") in (
+            "Starting", "Running") else 0
+    return f"{running}/{requested}"
+
+
 COLUMNS = (
     Column("ID", lambda w: w.get("id")),
     Column("NAME", lambda w: w.get("name")),
@@ -54,7 +64,7 @@ COLUMNS = (
     Column("GPUS", lambda w: fmt_gpus(w.get("gpus"))),
     Column("STATUS", lambda w: w.get("status"), style=status_style),
     Column("POOL", lambda w: w.get("pool")),
-    Column("PODS", lambda w: (w.get("spec") or {}).get("pods", 1), is_wide_only=True),
+    Column("PODS", fmt_pods),
     Column("ATTEMPT", lambda w: w.get("attempt"), is_wide_only=True),
     Column("NODES", _nodes, is_wide_only=True),
     Column("SUBMITTED-BY", lambda w: w.get("submitted_by"), is_wide_only=True),

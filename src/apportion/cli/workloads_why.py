@@ -12,6 +12,7 @@ from apportion.cli.common import NoHeadersOpt, OutputOpt, command, resolve_workl
 from apportion.cli.output import Column, Format, emit, fmt_gpus, print_data, print_table, stdout
 from apportion.cli.watch import workload_events
 from apportion.client import TERMINAL_STATUSES, ApiError, ApportionClient, paginate
+from apportion.domain.lifecycle import pods_phrase
 
 SHARE_COLUMNS = (
     Column("TEAM", lambda r: r.get("team")),
@@ -23,6 +24,22 @@ SHARE_COLUMNS = (
     Column("BURST-CAP", lambda r: "unlimited" if r.get("burst_cap") is None
            else fmt_gpus(r.get("burst_cap"))),
 )
+
+
+def preemption_lines(w: dict[str, Any]) -> list[str]:
+    """The workload's preemptions, oldest first: shrinks (SPEC 6.5) and whole ones."""
+    entries = w.get("preemptions") or []
+    if not entries:
+        return []
+    out = [f"pods: {w.get('pods_running', 0)}/{w.get('pods', 1)} running; preemptions:"]
+    for p in entries:
+        by = f"workload {p['by']}" if p.get("by") is not None else "the scheduler"
+        pods = p.get("pods") or []
+        what = (f"shrunk: {pods_phrase(tuple(pods))} preempted by {by}" if pods
+                else f"preempted by {by}")
+        out.append(f"  {p.get('at') or '-'}  attempt {p.get('attempt')}: {what} "
+                   f"({fmt_gpus(p.get('gpus'))} GPUs)")
+    return out
 
 
 def _path(client: ApportionClient, team: str) -> list[str]:
@@ -72,6 +89,8 @@ def why(
     if reason:
         out.print(f"reason: {reason['code']}: {reason['message']}")
     out.print(f"explanation: {answer.get('explanation') or '-'}")
+    for line in preemption_lines(w):
+        out.print(line)
     if shares:
         out.print("fair share (GPUs; entitlement from the last scheduling cycle):")
         print_table(SHARE_COLUMNS, shares, is_wide=fmt is Format.WIDE,

@@ -114,7 +114,7 @@ class AdminEndpoints(BaseClient):
 
     def create_pool(self, name: str, *, idempotency_key: str | None = None,
                     **fields: Any) -> dict[str, Any]:
-        """``fields``: gpu_type, gpu_memory_mib, topology, start_delay, preemption_grace,
+        """``fields``: gpu_type, gpu_memory_mib, topology, start_delay, preemption_grace, packing,
         starvation_hold_after."""
         return self.data("POST", "/v1/pools", json={"name": name, **fields},
                          headers=_idem(idempotency_key))

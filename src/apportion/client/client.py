@@ -177,9 +177,12 @@ class ApportionClient(AdminEndpoints):
     def agent_report(
         self, workload_id: int, attempt: int, run_id: str, status: str, *,
         message: str | None = None, exit_code: int | None = None,
+        pods_running: int | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"workload_id": workload_id, "attempt": attempt,
                                 "run_id": run_id, "status": status}
+        if pods_running is not None:
+            body["pods_running"] = pods_running
         if message is not None:
             body["message"] = message
         if exit_code is not None:

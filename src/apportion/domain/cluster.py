@@ -13,6 +13,17 @@ from apportion.domain.quantities import MILLI_PER_GPU
 DEFAULT_GPU_MEMORY_MIB = 81920
 
 
+class Packing(enum.StrEnum):
+    """A pool's packing policy (SPEC 5). Stored and shown; until fragmentation-
+    aware placement arrives both values pack as ``best_fit``."""
+
+    FRAGMENTATION = "fragmentation"
+    BEST_FIT = "best_fit"
+
+
+ALLOWED_PACKING = ", ".join(p.value for p in Packing)
+
+
 class NodeState(enum.StrEnum):
     READY = "ready"
     CORDONED = "cordoned"
@@ -21,7 +32,11 @@ class NodeState(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """A GPU node. Devices are indexed 0..gpus-1 and hold 1000 milli-GPU each."""
+    """A GPU node. Devices are indexed 0..gpus-1 and hold 1000 milli-GPU each.
+
+    ``cpu_milli`` and ``memory_mib`` are what pods may be given (Kubernetes'
+    allocatable); ``None`` means not limited. Not used by placement yet.
+    """
 
     name: str
     pool: str
@@ -30,6 +45,8 @@ class Node:
     gpu_memory_mib: int = DEFAULT_GPU_MEMORY_MIB
     labels: Mapping[str, str] = field(default_factory=dict)
     state: NodeState = NodeState.READY
+    cpu_milli: int | None = None
+    memory_mib: int | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -38,6 +55,12 @@ class Node:
             raise ValidationError("gpus", f"must be an integer >= 0, got {self.gpus!r}")
         if self.gpu_memory_mib < 1:
             raise ValidationError("gpu_memory_mib", "must be >= 1")
+        for fname, allowed in (("cpu_milli", "milli-CPU >= 0 or null"),
+                               ("memory_mib", "MiB >= 0 or null")):
+            value = getattr(self, fname)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 0):
+                raise ValidationError(fname, f"must be an integer >= 0, got {value!r}", allowed)
         object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
         object.__setattr__(self, "state", NodeState(self.state))
 
@@ -63,10 +86,17 @@ class Pool:
     start_delay: int = 0
     preemption_grace: int = 0
     starvation_hold_after: int | None = None
+    #: stored and shown; placement packs as best_fit whatever it says (for now)
+    packing: Packing = Packing.FRAGMENTATION
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValidationError("name", "must not be empty")
+        try:
+            object.__setattr__(self, "packing", Packing(self.packing))
+        except ValueError:
+            raise ValidationError("packing", f"{self.packing!r} is not a packing policy",
+                                  ALLOWED_PACKING) from None
         for fname in ("start_delay", "preemption_grace"):
             value = getattr(self, fname)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -136,7 +136,13 @@ class WorkloadState:
 
 @dataclass(frozen=True, slots=True)
 class Exiting:
-    """A preempted attempt's pods, still holding their devices until ``exits_at``."""
+    """A preempted attempt's pods, still holding their devices until ``exits_at``.
+
+    ``part`` is 0 when the whole attempt was preempted; for the pods a shrink
+    took (SPEC 6.5, shrink before kill) it is the lowest taken pod index + 1,
+    unique within the attempt because a shrink always takes the highest pods
+    still running, so one attempt can have several exiting entries.
+    """
 
     workload_id: int
     attempt: int
@@ -144,6 +150,7 @@ class Exiting:
     pool: str
     placement: Placement
     exits_at: int
+    part: int = 0
 
 
 def is_allowed(current: Status, target: Status) -> bool:
@@ -190,6 +197,42 @@ def transition(
         extra.setdefault("nomination", ())
         extra.setdefault("is_hold", False)
     return replace(state, status=target, events=(*state.events, event), **extra)  # type: ignore[arg-type]
+
+
+def shrink(
+    state: WorkloadState, pods: tuple[int, ...], at: int, cause: str = "", message: str = ""
+) -> WorkloadState:
+    """Take ``pods`` (pod indices) away from a Running elastically scaled
+    workload (SPEC 6.5, shrink before kill): it stays Running on the others.
+
+    Pods are numbered by their place in ``placement``; a shrink takes the
+    newest, i.e. the highest indices, so the pods left are always
+    ``placement[:n]`` and keep their numbers. The event has status Running and
+    says which pods went. Raises IllegalTransition unless the workload is
+    Running, ``pods`` are exactly its highest pod indices, and at least
+    ``min_pods`` pods stay.
+    """
+    n = len(state.placement)
+    keep = n - len(pods)
+    if (
+        state.status is not Status.RUNNING
+        or not pods
+        or tuple(sorted(pods)) != tuple(range(keep, n))
+        or keep < state.spec.min_pods
+    ):
+        raise IllegalTransition(
+            state.name, state.status.value, f"Running with pods {list(pods)} taken",
+            state.history(),
+        )
+    note = message or f"shrunk: {pods_phrase(pods)} preempted"
+    event = Event(at, state.attempt, Status.RUNNING, cause, note)
+    return replace(state, placement=state.placement[:keep], events=(*state.events, event))
+
+
+def pods_phrase(pods: tuple[int, ...]) -> str:
+    """``pod 7`` or ``pods 5-7`` (a shrink's pods are consecutive)."""
+    lo, hi = min(pods), max(pods)
+    return f"pod {lo}" if lo == hi else f"pods {lo}-{hi}"
 
 
 def requeue(state: WorkloadState, at: int, cause: str = "", message: str = "") -> WorkloadState:

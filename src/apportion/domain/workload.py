@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from apportion.domain.errors import ValidationError
+from apportion.domain.host import parse_cpu, parse_memory_mib
 from apportion.domain.quantities import GpuRequest, parse_gpu_request
 
 
@@ -80,6 +81,10 @@ class WorkloadSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     duration: int | None = None
+    #: host resources per pod (SPEC 1): milli-CPU and MiB; 0 = none asked for.
+    #: Parsed, validated and stored; placement does not use them yet.
+    cpu_milli: int = 0
+    memory_mib: int = 0
 
     @property
     def is_reserved(self) -> bool:
@@ -143,6 +148,8 @@ def make_spec(
     env: object = None,
     labels: object = None,
     duration: object = None,
+    cpu: object = None,
+    memory_mib: object = None,
 ) -> WorkloadSpec:
     """Validate raw input into a WorkloadSpec; every error names its field."""
     if not isinstance(name, str) or not 1 <= len(name) <= 255:
@@ -211,6 +218,8 @@ def make_spec(
         env=MappingProxyType(_str_map(env, "env")),
         labels=MappingProxyType(_str_map(labels, "labels")),
         duration=dur,
+        cpu_milli=parse_cpu(cpu, "cpu"),
+        memory_mib=parse_memory_mib(memory_mib, "memory_mib"),
     )
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from apportion.domain.lifecycle import Status, WorkloadState
+from apportion.domain.lifecycle import Status, WorkloadState, pods_phrase
 from apportion.domain.reasons import Reason
 from apportion.domain.workload import Placement
 from apportion.engine import explain
 from apportion.engine.placement import PlacementResult
 from apportion.engine.plan import Decision, DecisionKind
 from apportion.engine.preemption import VictimSet, search_victims
-from apportion.engine.working import PoolState, WorkingState, owner_of
+from apportion.engine.working import PoolState, WorkingState, owner_of, owners_of, parts_of
 
 
 class Admission:
@@ -86,8 +86,13 @@ class Admission:
             cluster.unclaim(owner_of(w))
             self.ws.uncount(ps, w)
             self.ws.set_holder(ps, w.id, False)
+        parts = parts_of(w, placement)
+        if occupied and len(parts) > 1:  # occupied as one owner: hold the pods apart
+            cluster.vacate(owner_of(w))
+            occupied = False
         if not occupied:
-            cluster.occupy(owner_of(w), placement)
+            for owner, part in parts:
+                cluster.occupy(owner, part)
         milli = sum(p.milli for p in placement)
         self.ws.count(ps, w, milli)
         started = replace(
@@ -120,14 +125,19 @@ class Admission:
         freed = 0
         for vid in found.victims:
             v = self.ws.workloads[vid]
-            self.ws.uncount(ps, v)
             self.touched.add(v.team)
+            pods = found.shrinks.get(vid)
+            if pods:
+                freed += self._shrink(ps, w, v, pods, exits_at)
+                continue
+            self.ws.uncount(ps, v)
             if v.status.is_placed:
                 freed += v.placed_milli
-                if grace > 0:
-                    ps.cluster.mark_exiting(owner_of(v))
-                else:
-                    ps.cluster.vacate(owner_of(v))
+                for owner in owners_of(v):
+                    if grace > 0:
+                        ps.cluster.mark_exiting(owner)
+                    else:
+                        ps.cluster.vacate(owner)
                 self.ws.workloads[vid] = replace(v, status=Status.PREEMPTED)
                 self.ws.unindex(ps, vid)
                 self.decisions.append(Decision(
@@ -145,6 +155,35 @@ class Admission:
                     message=f"nomination taken by {w.name} (id {w.id})",
                 ))
         self._nominate_or_start(ps, w, found, freed)
+
+    def _shrink(
+        self, ps: PoolState, w: WorkloadState, v: WorkloadState, pods: tuple[int, ...],
+        exits_at: int,
+    ) -> int:
+        """Take ``pods`` (its newest) from Running ``v`` for ``w`` (SPEC 6.5's
+        shrink): they exit like a victim, ``v`` runs on; returns milli freed."""
+        taken = [v.placement[i] for i in pods]
+        milli = sum(p.milli for p in taken)
+        self.ws.uncount_part(ps, v, milli)
+        for i in pods:
+            owner = (v.id, v.attempt, i + 1)
+            if exits_at > self.now:
+                ps.cluster.mark_exiting(owner)
+            else:
+                ps.cluster.vacate(owner)
+        keep = len(v.placement) - len(pods)
+        shrunk = replace(v, placement=v.placement[:keep])
+        self.ws.workloads[v.id] = shrunk
+        self.ws.index(ps, shrunk)
+        self.decisions.append(Decision(
+            DecisionKind.PREEMPT, v.id, ps.pool.name, by=w.id, milli=milli,
+            exits_at=exits_at, pods=pods,
+            message=f"shrunk: {pods_phrase(pods)} preempted by {w.name} (id {w.id}); "
+                    f"runs on with {keep} of {v.spec.pods} pods",
+        ))
+        self.bump("preempted")
+        self.bump("shrunk")
+        return milli
 
     def _nominate_or_start(
         self, ps: PoolState, w: WorkloadState, found: VictimSet, freed: int

@@ -8,14 +8,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from apportion.domain.lifecycle import Exiting, Status, WorkloadState, requeue, transition
+from apportion.domain.lifecycle import (
+    Exiting,
+    Status,
+    WorkloadState,
+    pods_phrase,
+    requeue,
+    shrink,
+    transition,
+)
 from apportion.domain.workload import placement_milli
 from apportion.engine.plan import Decision, DecisionKind, Plan
 
 
 @dataclass(frozen=True, slots=True)
 class Preemption:
-    """A preemption as users see it: who, by whom, how many GPUs, when."""
+    """A preemption as users see it: who, by whom, how many GPUs, when.
+
+    ``pods`` names the pods a shrink took (the victim kept running on the
+    others); empty when the whole attempt ended.
+    """
 
     at: int
     victim: int
@@ -23,6 +35,7 @@ class Preemption:
     milli: int
     attempt: int
     exits_at: int
+    pods: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +120,8 @@ def _preempt(
     preemptions: list[Preemption],
 ) -> WorkloadState:
     exits_at = d.exits_at if d.exits_at is not None else now
+    if d.pods:
+        return _shrink(w, d, now, cause, exits_at, leaving, preemptions)
     milli = placement_milli(w.placement)
     victim = transition(
         w,
@@ -123,3 +138,27 @@ def _preempt(
     if w.spec.requeue_on_preemption:
         return requeue(victim, now, cause, "requeued after preemption")
     return victim
+
+
+def _shrink(
+    w: WorkloadState,
+    d: Decision,
+    now: int,
+    cause: str,
+    exits_at: int,
+    leaving: list[Exiting],
+    preemptions: list[Preemption],
+) -> WorkloadState:
+    """SPEC 6.5's shrink: the taken pods stop (holding their devices for the
+    grace), the workload stays Running on the rest."""
+    taken = tuple(w.placement[i] for i in sorted(d.pods))
+    by = f"workload {d.by}" if d.by is not None else "the scheduler"
+    message = d.message or f"shrunk: {pods_phrase(d.pods)} preempted by {by}"
+    shrunk = shrink(w, d.pods, now, cause, message)
+    preemptions.append(
+        Preemption(now, w.id, d.by or 0, placement_milli(taken), w.attempt, exits_at, d.pods)
+    )
+    if exits_at > now and w.pool is not None:
+        leaving.append(Exiting(w.id, w.attempt, w.team, w.pool, taken, exits_at,
+                               part=min(d.pods) + 1))
+    return shrunk

@@ -206,5 +206,5 @@ def _placed_as(started: WorkloadState, now: WorkloadState | None) -> bool:
     )
 
 
-def _exit_key(ex: Exiting) -> tuple[int, int]:
-    return (ex.workload_id, ex.attempt)
+def _exit_key(ex: Exiting) -> tuple[int, int, int]:
+    return (ex.workload_id, ex.attempt, ex.part)

@@ -126,7 +126,7 @@ class _Cycle:
                 self._unroute(ps, w, never)
                 continue
             waiting.append(w)
-        queue = WaitingQueue(waiting, ps.deficit_key)
+        queue = WaitingQueue(waiting, ps.deficit_key, ps.size_key)
         head_seen = False
         for w in queue:
             self.adm.touched.clear()

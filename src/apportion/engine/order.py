@@ -1,10 +1,17 @@
-"""The order of waiting workloads in a pool (SPEC 6 step 2).
+"""The order of waiting workloads in a pool (SPEC 6 step 2, revision 3).
 
 Reserved before elastic; priority descending; the team's share deficit
-(entitlement - usage) descending, read at the moment the workload is
-considered; submission time; id. Deficits move as the cycle admits and
-preempts, so the queue re-reads a team's deficit whenever it is told the
-team's usage changed.
+**after admitting W** (entitlement - usage - W's size) descending, read at
+the moment the workload is considered; submission time; id. Deficits move as
+the cycle admits and preempts, so the queue re-reads a team's deficit
+whenever it is told the team's usage changed.
+
+Reading (docs/scheduling.md, "Order"): W is each team's next workload at a
+level, in submission order; the team competes with its deficit after
+admitting that one. Within a team the deficit is common, and sorting a
+team's own work by size would put every small job ahead of its big one
+forever (and out of reach of 6.7's starvation hold), so a team's own work
+keeps its submission order.
 """
 
 from __future__ import annotations
@@ -29,21 +36,25 @@ def routing_key(w: WorkloadState) -> tuple[int, int, int, int]:
 class WaitingQueue:
     """Yields waiting workloads in step 2's order, with live deficits.
 
-    ``deficit(team)`` is called whenever a team's entry is (re)queued. After
-    the caller changes usage, it calls :meth:`touch` with the teams affected.
+    ``deficit(team)`` is called whenever a team's entry is (re)queued and
+    ``size(w)`` gives W's size on the same scale (both exact). After the
+    caller changes usage, it calls :meth:`touch` with the teams affected.
     """
 
     def __init__(
-        self, workloads: Iterable[WorkloadState], deficit: Callable[[str], Fraction | int]
+        self, workloads: Iterable[WorkloadState], deficit: Callable[[str], Fraction | int],
+        size: Callable[[WorkloadState], Fraction | int],
     ) -> None:
         self._deficit = deficit
+        self._size: dict[int, Fraction | int] = {}
         levels: dict[tuple[int, int], dict[str, list[WorkloadState]]] = {}
         for w in workloads:
+            self._size[w.id] = size(w)
             levels.setdefault(static_key(w), {}).setdefault(w.team, []).append(w)
         self._levels = []
         for key in sorted(levels):
             teams = levels[key]
-            for queue in teams.values():
+            for queue in teams.values():  # popped from the end: oldest first
                 queue.sort(key=lambda w: (w.submitted_at, w.id), reverse=True)
             self._levels.append(teams)
         self._teams: dict[str, list[WorkloadState]] = {}
@@ -57,10 +68,8 @@ class WaitingQueue:
         version = self._version.get(team, 0) + 1
         self._version[team] = version
         head = queue[-1]
-        heapq.heappush(
-            self._heap, (-self._deficit(team), head.submitted_at, head.id, team, version)
-        )
-
+        after = self._deficit(team) - self._size[head.id]
+        heapq.heappush(self._heap, (-after, head.submitted_at, head.id, team, version))
     def touch(self, teams: Iterable[str]) -> None:
         """Re-read the deficits of ``teams`` (their usage changed)."""
         for team in teams:

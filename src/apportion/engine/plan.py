@@ -18,7 +18,7 @@ class DecisionKind(enum.StrEnum):
     UNROUTE = "unroute"  # Queued -> Pending: its pool can never hold it now
     MOVE = "move"  # Queued, changes pool (it can start there now, not in its own)
     START = "start"  # Queued -> Starting on ``placement``
-    PREEMPT = "preempt"  # victim Starting/Running -> Preempted, exits at ``exits_at``
+    PREEMPT = "preempt"  # victim -> Preempted (or shrunk by ``pods``), exits at ``exits_at``
     NOMINATE = "nominate"  # ``placement`` is reserved for the workload (6.6)
     DENOMINATE = "denominate"  # its nomination was taken; back to waiting
     HOLD = "hold"  # starvation hold on ``placement`` (6.7)
@@ -27,7 +27,12 @@ class DecisionKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """One decision. ``by`` names the preemptor (PREEMPT) or the taker (DENOMINATE)."""
+    """One decision. ``by`` names the preemptor (PREEMPT) or the taker (DENOMINATE).
+
+    A PREEMPT with ``pods`` is a shrink (SPEC 6.5): only those pod indices
+    (the workload's highest) stop, it stays Running on the others; ``milli``
+    is what they free. Without ``pods`` the whole attempt ends.
+    """
 
     kind: DecisionKind
     workload_id: int
@@ -39,6 +44,7 @@ class Decision:
     exits_at: int | None = None
     head_since: int | None = None
     message: str = ""
+    pods: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind.value, "workload_id": self.workload_id}
@@ -59,6 +65,8 @@ class Decision:
             out["exits_at"] = self.exits_at
         if self.message:
             out["message"] = self.message
+        if self.pods:
+            out["pods"] = list(self.pods)
         return out
 
 

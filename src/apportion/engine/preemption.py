@@ -9,14 +9,15 @@ one reverse pass, and rolls everything back. The caller commits the result.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.domain.workload import Placement, TopologyMode, WorkloadClass, WorkloadSpec
-from apportion.engine.placement import PlacementRequest
+from apportion.engine.placement import Owner, PlacementRequest
 from apportion.engine.placement.probe import FitProbe
 from apportion.engine.victim_bounds import Reach, outranks, reach, viable
 from apportion.engine.victim_exhaust import exhaustion_fits
+from apportion.engine.victim_index import Item, PodVictim, candidate
 from apportion.engine.victim_order import (
     NOMINATION,
     RUNNING,
@@ -25,7 +26,13 @@ from apportion.engine.victim_order import (
     VictimIndex,
     VictimQueue,
 )
-from apportion.engine.working import PoolState, WorkingState, owner_of
+from apportion.engine.working import (
+    PoolState,
+    WorkingState,
+    freed_by,
+    owner_of,
+    parts_of,
+)
 
 RESERVED = WorkloadClass.RESERVED
 
@@ -34,14 +41,17 @@ RESERVED = WorkloadClass.RESERVED
 class VictimSet:
     """A chosen set (ids in the order they were chosen) and where W then goes.
 
-    ``cost`` orders sets: Running milli, Starting milli, highest victim
-    priority, number of victims, domain name (SPEC 6.5).
+    ``shrinks`` maps a victim that is only shrunk (SPEC 6.5) to the pods
+    taken from it, its newest; every other victim is taken whole. ``cost``
+    orders sets: Running milli, Starting milli, highest victim priority,
+    number of victims, domain name (SPEC 6.5).
     """
 
     victims: tuple[int, ...]
     placement: Placement
     domain: str | None
     cost: tuple[int, int, int, int, str]
+    shrinks: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 def state_rank(v: WorkloadState) -> int:
@@ -67,6 +77,7 @@ class VictimSearch:
         self, ws: WorkingState, ps: PoolState, w: WorkloadState, *, for_hold: bool = False
     ) -> None:
         self.ws, self.ps, self.w, self.for_hold = ws, ps, w, for_hold
+        ps.victims.set_now(ws.snapshot.now)  # 6.5's work lost is read now
         spec = w.spec
         self.pods = spec.min_pods if spec.min_pods < spec.pods else spec.pods
         self.req: PlacementRequest = ps.request(w, self.pods)
@@ -81,8 +92,20 @@ class VictimSearch:
         #: excess(c_V) when its verdict last came out "not now" (see _block).
         self._thresholds: dict[str, int] = {}
         self._own = spec.team
+        #: SPEC 6.4 (rev 3), same team: with W added and the victims removed,
+        #: usage(team) x scale may not exceed this (max(entitlement, usage
+        #: before)); None when the rule does not apply (reserved W, holds).
+        self._own_limit: int | None = None
+        if not self._always_passes:
+            scaled_usage = ps.ledger.usage_by_team[self._own] * ps.scale
+            self._own_limit = max(ps.scaled.get(self._own, 0), scaled_usage)
         #: Usage moved on the ledger during a search, by (team, is reserved).
         self._moved: dict[tuple[str, bool], int] = {}
+        #: Candidates taken out now, by key: the owners and milli they freed;
+        #: and the pods taken as shrinks, by workload id.
+        self._out: dict[tuple[int, int], tuple[list[Owner], int]] = {}
+        self._pods_out: dict[int, set[int]] = {}
+        self._cands: dict[Item, WorkloadState] = {}
 
     # -- candidates ------------------------------------------------------------
     def eligible(self, v: WorkloadState) -> bool:
@@ -125,6 +148,19 @@ class VictimSearch:
         if self.w.spec.is_reserved or v.team != self.w.team:
             return True
         return v.spec.priority < self.w.spec.priority
+
+    def own_debt(self) -> int:
+        """How far (x scale) W's team is now above what 6.4's same-team rule
+        allows; a same-team victim must free at least this much."""
+        if self._own_limit is None:
+            return 0
+        return self.ps.ledger.usage_by_team[self._own] * self.ps.scale - self._own_limit
+
+    def own_allows(self, v: WorkloadState) -> bool:
+        """6.4's same-team rule for one victim of W's own team, now: with it
+        removed too, the team is no further over its share than before."""
+        debt = self.own_debt()
+        return debt <= 0 or (not v.is_hold and self._milli(v) * self.ps.scale >= debt)
 
     def passes(self, v: WorkloadState) -> bool:
         """SPEC 6.4's test for ``v`` in the working state at this moment."""
@@ -178,7 +214,10 @@ class VictimSearch:
         """Take ``v`` out of the working state (undone by :meth:`_search`);
         returns milli freed."""
         self._verdicts.clear()
-        milli = self._milli(v)
+        owners, milli = freed_by(self.ps, v, self._pods_out)
+        self._out[_key(v)] = (owners, milli)
+        if isinstance(v, PodVictim):
+            self._pods_out.setdefault(v.id, set()).add(v.pod)
         if not v.is_hold:  # holds are claims, not usage
             self._move(v.spec, -milli)
         self._devices_out(v)
@@ -188,8 +227,22 @@ class VictimSearch:
         """Put ``v`` back into the working state."""
         self._verdicts.clear()
         self._devices_back(v)
+        _owners, milli = self._out.pop(_key(v))
+        if isinstance(v, PodVictim):
+            self._pods_out[v.id].discard(v.pod)
         if not v.is_hold:
-            self._move(v.spec, self._milli(v))
+            self._move(v.spec, milli)
+
+    def _may_take(self, v: WorkloadState) -> bool:
+        """Shrink before kill, in the greedy: a pod goes only after its newer
+        pods, and nothing of a workload already taken whole is left to take."""
+        if (v.id, 0) in self._out:
+            return False
+        if isinstance(v, PodVictim):
+            done = self._pods_out.get(v.id, set())
+            full = self.ws.workloads[v.id]
+            return all(j in done for j in range(v.pod + 1, len(full.placement)))
+        return True
 
     def _move(self, spec: WorkloadSpec, milli: int) -> None:
         """Usage of ``spec``'s team on the ledger, remembered for the undo."""
@@ -241,7 +294,11 @@ class VictimSearch:
         return best
 
     def _touches(self, v: WorkloadState, dom: tuple[str, str]) -> bool:
+        """Does ``v`` (the whole workload, for a pod: its newer pods go first)
+        have pods in ``dom``?"""
         labels = self.ps.node_labels
+        if isinstance(v, PodVictim):
+            v = self.ws.workloads[v.id]
         pods = v.placement if v.status.is_placed else v.nomination
         return any(labels.get(p.node, {}).get(dom[0]) == dom[1] for p in pods)
 
@@ -249,6 +306,8 @@ class VictimSearch:
         cluster = self.ps.cluster
         start = cluster.checkpoint()
         self._verdicts.clear()
+        self._out.clear()
+        self._pods_out.clear()
         if not self.for_hold:
             self._move(self.w.spec, self.need)
         free = cluster.free_milli(owner_of(self.w), allow_exiting=True)
@@ -276,10 +335,32 @@ class VictimSearch:
         cluster.commit_checkpoint(start)
         if not res.ok:  # pragma: no cover - the prune pass keeps a fitting set
             return None
+        return self._result(chosen, res.pods, res.domain, "" if dom is None else dom[1])
+
+    def _result(
+        self, chosen: list[WorkloadState], placement: Placement, domain: str | None,
+        name: str,
+    ) -> VictimSet:
+        """The set as decisions see it: a workload whose whole was chosen is
+        taken whole; one of which only pods were chosen is shrunk by them."""
+        whole = {v.id for v in chosen if not isinstance(v, PodVictim)}
+        victims: dict[int, None] = {}
+        shrinks: dict[int, list[int]] = {}
+        for v in chosen:
+            victims[v.id] = None
+            if isinstance(v, PodVictim) and v.id not in whole:
+                shrinks.setdefault(v.id, []).append(v.pod)
         return VictimSet(
-            tuple(v.id for v in chosen), res.pods, res.domain,
-            self._cost(chosen, "" if dom is None else dom[1]),
+            tuple(victims), placement, domain, self._cost(chosen, name),
+            {wid: tuple(sorted(pods)) for wid, pods in shrinks.items()},
         )
+
+    def _candidate(self, item: Item) -> WorkloadState:
+        """The candidate of an index item (kept for the search)."""
+        got = self._cands.get(item)
+        if got is None:
+            got = self._cands[item] = candidate(self.ws.workloads, item)
+        return got
 
     def _can_take_now(self, index: VictimIndex) -> bool:
         """For elastic W: could the greedy's first pick find anything in
@@ -290,7 +371,7 @@ class VictimSearch:
         prio, own = self.w.spec.priority, self.w.team
         for key in team_keys.get(own, ()):
             head = groups[key][0]
-            if head[0] < prio and head[2] != self.w.id:
+            if head[0] < prio and head[3] != self.w.id:
                 return True
         c_w = own
         for parent in (*tree.path(own)[1:], None):
@@ -341,6 +422,7 @@ class VictimSearch:
             fits, looked = exhaustion_fits(
                 self.ws, self.ps, self.w, index, self.eligible,
                 self.ps.cluster.probe(self.req, domain=dom), free, self.need,
+                self.own_debt(),
             )
             self.examined += looked
             if not fits:
@@ -355,10 +437,22 @@ class VictimSearch:
                 return False, prio
             return False, None
 
+        static = eligible
+        taken: set[tuple[int, int]] = set()
+        # Same team (6.4, rev 3): while the team is over what the rule allows,
+        # only a victim that frees enough passes; once one is taken the team
+        # is within it, and the rest pass (see below).
+        has_own_rule = self._own_limit is not None
+
+        def may_pick(v: WorkloadState) -> bool:
+            if has_own_rule and v.team == own and (_key(v) in taken or not self.own_allows(v)):
+                return False
+            return static(v) and self._may_take(v)
+
         # Other teams' placed work in the right index needs no per-item check:
         # the index holds only elastic Starting/Running work, all eligible for W.
-        queue = VictimQueue(index, self._teams(), self.ws.workloads.__getitem__,
-                            eligible, self.ps.excess_key, self.verdict, own=own, rule=rule,
+        queue = VictimQueue(index, self._teams(), self._candidate,
+                            may_pick, self.ps.excess_key, self.verdict, own=own, rule=rule,
                             trusted=not is_filtered,
                             block=self._block, woken=self._woken, level=self.ps.excess_key)
         try:
@@ -366,8 +460,12 @@ class VictimSearch:
                 pick = queue.pick()
                 if pick is None:
                     return None, free
+                was_over = pick.team == own and self.own_debt() > 0
                 free += self.remove(pick)
                 chosen.append(pick)
+                if was_over:  # own candidates skipped as too small may pass now
+                    taken.add(_key(pick))
+                    queue.rescan(own)
             return chosen, free
         finally:
             self.examined += queue.examined
@@ -402,6 +500,8 @@ class VictimSearch:
             milli = self._milli(v)
             if free - milli < self.need:
                 continue  # not enough capacity without it: it stays
+            if not self._own_rule_holds_without(v, kept) or not self._may_spare(v, kept):
+                continue
             if needs_order and self._affects_later(v, kept):
                 spared = self._spare_in_order(v, kept, dom, free - milli)
             else:
@@ -410,6 +510,17 @@ class VictimSearch:
                 kept = [c for c in kept if c is not v]
                 free -= milli
         return kept, free
+
+    def _own_rule_holds_without(self, v: WorkloadState, kept: list[WorkloadState]) -> bool:
+        """6.4's same-team rule after sparing ``v``, read on the final set:
+        if victims of W's own team remain, the team (W added, they removed)
+        is still no further over its share than before. Sparing another
+        team's victim leaves W's team's usage as it is."""
+        if self._own_limit is None or v.team != self._own or v.is_hold:
+            return True
+        if not any(c.team == self._own and c is not v for c in kept):
+            return True
+        return self.own_debt() + self._milli(v) * self.ps.scale <= 0
 
     def _affects_later(self, v: WorkloadState, kept: list[WorkloadState]) -> bool:
         """Could sparing ``v`` break the 6.4 test of a victim chosen after it?
@@ -464,35 +575,60 @@ class VictimSearch:
                 self._devices_out(v)
         if not ok and not v.is_hold:
             self._move(v.spec, -self._milli(v))
+        if ok:  # spared: no longer taken out
+            self._out.pop(_key(v))
+            if isinstance(v, PodVictim):
+                self._pods_out[v.id].discard(v.pod)
         return ok
 
     def _milli(self, v: WorkloadState) -> int:
-        got = self.ps.victims.milli.get(v.id)
-        if got is not None:
-            return got
-        return v.placed_milli if v.status.is_placed else v.nominated_milli
+        """What ``v`` frees: as recorded when it was taken out, else now."""
+        got = self._out.get(_key(v))
+        return got[1] if got is not None else freed_by(self.ps, v, self._pods_out)[1]
+
+    def _owners(self, v: WorkloadState) -> list[Owner]:
+        return self._out[_key(v)][0]
 
     def _devices_back(self, v: WorkloadState) -> None:
         if self._probe is not None:
-            self._probe.put_back(owner_of(v))
+            for owner in self._owners(v):
+                self._probe.put_back(owner)
         elif v.status.is_placed:
-            self.ps.cluster.occupy(owner_of(v), v.placement)
+            parts = dict(parts_of(self.ws.workloads[v.id]))
+            for owner in self._owners(v):
+                self.ps.cluster.occupy(owner, parts[owner])
         else:
             self.ps.cluster.claim(owner_of(v), v.nomination)
 
     def _devices_out(self, v: WorkloadState) -> None:
         if self._probe is not None:
-            self._probe.take_out(owner_of(v))
+            for owner in self._owners(v):
+                self._probe.take_out(owner)
         elif v.status.is_placed:
-            self.ps.cluster.vacate(owner_of(v))
+            for owner in self._owners(v):
+                self.ps.cluster.vacate(owner)
         else:
             self.ps.cluster.unclaim(owner_of(v))
 
+    def _may_spare(self, v: WorkloadState, kept: list[WorkloadState]) -> bool:
+        """A pod of a workload still taken whole is implied by it, and a pod
+        may stay only if no older pod of it goes (newest first)."""
+        if not isinstance(v, PodVictim):
+            return True
+        return not any(
+            c.id == v.id and (not isinstance(c, PodVictim) or c.pod < v.pod) for c in kept
+        )
+
     def _cost(self, chosen: list[WorkloadState], domain: str) -> tuple[int, int, int, int, str]:
-        running = sum(v.placed_milli for v in chosen if v.status is Status.RUNNING)
-        starting = sum(v.placed_milli for v in chosen if v.status is Status.STARTING)
+        running = sum(self._milli(v) for v in chosen if v.status is Status.RUNNING)
+        starting = sum(self._milli(v) for v in chosen if v.status is Status.STARTING)
         top = max((v.spec.priority for v in chosen), default=-1)
-        return (running, starting, top, len(chosen), domain)
+        return (running, starting, top, len({v.id for v in chosen}), domain)
+
+
+def _key(v: WorkloadState) -> tuple[int, int]:
+    """A candidate's key: (id, 0) for a whole workload, (id, pod + 1) for a pod."""
+    return (v.id, v.pod + 1) if isinstance(v, PodVictim) else (v.id, 0)
 
 
 def search_victims(

@@ -75,7 +75,7 @@ def own_removable(ps: PoolState, w: WorkloadState) -> int:
                 if rank != NOMINATION:
                     break
                 continue
-            total += index.milli[item[2]]
+            total += index.milli[item[3]]
     return total
 
 
@@ -87,7 +87,7 @@ def reserved_nominated(ws: WorkingState, ps: PoolState, w: WorkloadState) -> int
     groups = ps.victims.groups
     for leaf in ws.leaves_under(top):
         for item in groups.get((NOMINATION, leaf), ()):
-            v = ws.workloads[item[2]]
+            v = ws.workloads[item[3]]
             if v.spec.is_reserved and not v.is_hold and outranks(w, v):
                 total += ps.users.get(v.id, 0)
     return total

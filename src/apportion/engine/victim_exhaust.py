@@ -12,7 +12,10 @@ picks. Their outcome can be known for less:
   taken everything it ever would (its *final set*).
 - That final set does not depend on how picks from different subtrees
   interleave. For elastic W, a candidate V of W's own team passes while W
-  outranks it: every eligible one ends up taken. A candidate under a sibling
+  outranks it and the team, W added and V removed, is no further over its
+  share than before (rev 3). Only own picks move the team's usage, so once
+  one own candidate is taken all the others pass: every eligible one ends up
+  taken if any one of them frees enough on its own, else none is. A candidate under a sibling
   subtree c_V of W's path passes while ``excess(c_V) > max(0, excess(c_W))``
   (W counted, the victims so far removed). Only picks inside c_V move
   ``excess(c_V)`` and the order among c_V's candidates (6.5's order reads
@@ -37,20 +40,24 @@ from collections.abc import Callable
 
 from apportion.domain.lifecycle import WorkloadState
 from apportion.engine.placement.probe import FitProbe
+from apportion.engine.victim_index import PodVictim, candidate
 from apportion.engine.victim_order import NOMINATION, VictimIndex
-from apportion.engine.working import PoolState, WorkingState, owner_of
+from apportion.engine.working import PoolState, WorkingState, freed_by
 
 
 class _Taking:
     """The victims taken so far: devices out of the probe, milli freed, and
     usage removed under each team of W's path (for the caps)."""
 
-    __slots__ = ("caps", "examined", "free", "need", "path_usage", "probe", "removed")
+    __slots__ = (
+        "caps", "examined", "free", "need", "path_usage", "pods_out", "probe", "ps", "removed",
+    )
 
     def __init__(self, ps: PoolState, path: tuple[str, ...], probe: FitProbe,
                  free: int, need: int) -> None:
         led = ps.ledger
-        self.probe, self.free, self.need = probe, free, need
+        self.ps, self.probe, self.free, self.need = ps, probe, free, need
+        self.pods_out: dict[int, set[int]] = {}  # pods taken as shrinks, by id
         #: (index on W's path, cap) for each capped team of the path.
         self.caps = [(i, cap) for i, a in enumerate(path) if (cap := led.cap(a)) is not None]
         self.path_usage = [led.usage(a) for a in path]  # W already counted
@@ -59,12 +66,18 @@ class _Taking:
         self.removed = [0] * (len(path) + 1)
         self.examined = 0
 
-    def take(self, v: WorkloadState, milli: int, slot: int) -> None:
+    def take(self, v: WorkloadState, slot: int) -> int:
+        """Take ``v`` out; returns the milli it frees."""
         self.examined += 1
-        self.probe.take_out(owner_of(v))
+        owners, milli = freed_by(self.ps, v, self.pods_out)
+        if isinstance(v, PodVictim):
+            self.pods_out.setdefault(v.id, set()).add(v.pod)
+        for owner in owners:
+            self.probe.take_out(owner)
         self.free += milli
         if not v.is_hold:  # holds are claims, not usage
             self.removed[slot] += milli
+        return milli
 
     def under(self, i: int) -> int:
         """Usage taken out under path[i]: W's team and the siblings below path[i]."""
@@ -79,12 +92,14 @@ class _Taking:
 def exhaustion_fits(
     ws: WorkingState, ps: PoolState, w: WorkloadState, index: VictimIndex,
     eligible: Callable[[WorkloadState], bool], probe: FitProbe, free: int, need: int,
+    own_debt: int = 0,
 ) -> tuple[bool, int]:
     """(does W fit on the greedy's final set, candidates looked at).
 
     Call with W's demand counted on the ledger (as the search does) and
     nothing removed yet; ``index`` is the search's index (the pool's or a
-    domain's) and ``eligible`` 6.4's static rules. Changes nothing but
+    domain's), ``eligible`` 6.4's static rules and ``own_debt`` how much (x
+    scale) a same-team victim must free (``VictimSearch.own_debt``). Changes nothing but
     ``probe`` (a fresh one, for this call alone).
     """
     tree = ws.tree
@@ -93,17 +108,22 @@ def exhaustion_fits(
     taking = _Taking(ps, path, probe, free, need)
     if taking.fits():
         return True, 0
-    groups, lookup, milli_of = index.groups, ws.workloads, index.milli
+    groups, lookup = index.groups, ws.workloads
     prio = w.spec.priority
-    # W's own team: every candidate W outranks (they all pass 6.4).
-    for key in index.team_keys.get(own, ()):
-        items = groups[key]
-        for item in items[:bisect.bisect_left(items, (prio,))]:
-            v = lookup[item[2]]
-            if eligible(v):
-                taking.take(v, milli_of[v.id], 0)
-                if taking.fits():
-                    return True, taking.examined
+    # W's own team: every candidate W outranks, or none (see above).
+    own_items = [
+        (candidate(lookup, item), item) for key in index.team_keys.get(own, ())
+        for item in groups[key][:bisect.bisect_left(groups[key], (prio,))]
+    ]
+    own_items = [(v, item) for v, item in own_items if eligible(v)]
+    if own_debt > 0 and not any(
+        not v.is_hold and index.item_milli(item) * ps.scale >= own_debt for v, item in own_items
+    ):
+        own_items = []
+    for v, _item in own_items:
+        taking.take(v, 0)
+        if taking.fits():
+            return True, taking.examined
     scale = ps.scale
     c_w = own
     for level, parent in enumerate((*path[1:], None)):
@@ -130,17 +150,17 @@ def _drain(
     True as soon as W fits.
 
     The order is :class:`VictimQueue`'s: (rank, over entitlement first,
-    priority, largest team excess, most recently started, id), with a team's
+    priority, largest team excess, least work lost, most recently started, id), with a team's
     excess recomputed after each of its picks. Groups of placed work hold
     only eligible candidates; nominations only while W outranks them."""
-    groups, team_keys, milli_of, lookup = index.groups, index.team_keys, index.milli, ws.workloads
+    groups, team_keys, lookup = index.groups, index.team_keys, ws.workloads
     scale, usage, scaled = ps.scale, ps.ledger.usage_by_team, ps.scaled
     excess = ps.excess_key(sib)
     team_ex: dict[str, int] = {}
     pos: dict[tuple[int, str], int] = {}
     version: dict[str, int] = {}
 
-    def head(key: tuple[int, str]) -> tuple[int, int, int] | None:
+    def head(key: tuple[int, str]) -> tuple[int, int, int, int, int] | None:
         items = groups[key]
         at = pos.get(key, 0)
         if key[0] != NOMINATION:
@@ -148,7 +168,7 @@ def _drain(
         end = bisect.bisect_left(items, (prio,), at)
         while at < end:
             item = items[at]
-            if eligible(lookup[item[2]]):
+            if eligible(candidate(lookup, item)):
                 pos[key] = at
                 return item
             at += 1
@@ -156,7 +176,7 @@ def _drain(
         return None
 
     # The first fill: appended, then one heapify.
-    heap: list[tuple[int, int, int, int, int, int, str, int]] = []
+    heap: list[tuple[int, int, int, int, int, int, int, str, int]] = []
     for team in ws.leaves_under(sib):
         keys = team_keys.get(team)
         if keys is None:
@@ -167,18 +187,18 @@ def _drain(
         for key in keys:
             item = groups[key][0] if key[0] != NOMINATION else head(key)
             if item is not None:
-                heap.append((key[0], flag, item[0], -ex, item[1], item[2], team, 0))
+                heap.append((key[0], flag, item[0], -ex, item[1], item[2], item[3], team, 0))
     heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
     while excess > floor and heap:
-        rank, _f, _p, _e, _s, vid, team, ver = pop(heap)
+        rank, _f, _p, _e, _lost, _s, _vid, team, ver = pop(heap)
         if ver != version[team]:
             continue
         key = (rank, team)
-        pos[key] = pos.get(key, 0) + 1
-        v = lookup[vid]
-        milli = milli_of[vid]
-        taking.take(v, milli, slot)
+        at = pos.get(key, 0)
+        pos[key] = at + 1
+        v = candidate(lookup, groups[key][at])
+        milli = taking.take(v, slot)
         if taking.fits():
             return True
         ex = team_ex[team]
@@ -192,5 +212,5 @@ def _drain(
         for key in team_keys[team]:
             item = head(key)
             if item is not None:
-                push(heap, (key[0], flag, item[0], -ex, item[1], item[2], team, ver))
+                push(heap, (key[0], flag, item[0], -ex, item[1], item[2], item[3], team, ver))
     return False

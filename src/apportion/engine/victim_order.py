@@ -1,11 +1,4 @@
-"""Who could be a victim, kept sorted as the cycle goes, and the greedy order
-of SPEC 6.5 over it.
-
-:class:`VictimIndex` holds, per pool, the elastic Starting/Running work and the
-nominations and holds, grouped by (state rank, leaf team), each group sorted
-cheapest first: lowest priority, most recently started, id. It changes only
-when the cycle commits a decision, never during a search, so a search reads it
-with cursors and copies nothing.
+"""The greedy order of SPEC 6.5 over a :class:`VictimIndex` (victim_index.py).
 
 :class:`VictimQueue` yields, one pick at a time, the first candidate in 6.5's
 order that passes 6.4 right now. Only group heads compete, in a heap. After a
@@ -20,139 +13,23 @@ from __future__ import annotations
 import bisect
 import enum
 import heapq
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 from apportion.domain.lifecycle import WorkloadState
+from apportion.engine.victim_index import (
+    NOMINATION,
+    RUNNING,
+    STARTING,
+    GroupKey,
+    Item,
+    PodVictim,
+    VictimIndex,
+)
 
-NOMINATION, STARTING, RUNNING = 0, 1, 2
-
-GroupKey = tuple[int, str]
-Item = tuple[int, int, int]  # (priority, -started_at, id): cheapest first
-
-
-class VictimIndex:
-    """Candidate victims of one pool, by (rank, team), sorted cheapest first.
-
-    With topology ``levels`` it also keeps one sub-index per domain (a workload
-    with pods in two racks is in both), so a per-domain search reads only the
-    domain's candidates.
-    """
-
-    __slots__ = (
-        "_labels", "domains", "groups", "levels", "max_milli", "milli", "team_keys", "where",
-    )
-
-    def __init__(
-        self, levels: tuple[str, ...] = (), node_labels: Mapping[str, Mapping[str, str]] = {}
-    ) -> None:
-        self.groups: dict[GroupKey, list[Item]] = {}
-        self.where: dict[int, tuple[GroupKey, Item, tuple[tuple[str, str], ...]]] = {}
-        self.milli: dict[int, int] = {}
-        #: At least the largest ``milli`` ever indexed (an upper bound for searches).
-        self.max_milli = 0
-        self.levels = levels
-        self._labels = node_labels
-        self.domains: dict[tuple[str, str], VictimIndex] = {}
-        #: Per team, the keys of its non-empty groups in rank order.
-        self.team_keys: dict[str, list[GroupKey]] = {}
-
-    def _group_on(self, key: GroupKey) -> None:
-        """``key``'s group just became non-empty."""
-        keys = self.team_keys.setdefault(key[1], [])
-        bisect.insort(keys, key)
-
-    def _group_off(self, key: GroupKey) -> None:
-        """``key``'s group just became empty."""
-        keys = self.team_keys[key[1]]
-        keys.remove(key)
-        if not keys:
-            del self.team_keys[key[1]]
-
-    def add(self, w: WorkloadState, rank: int, milli: int) -> None:
-        """Index ``w`` (replacing any earlier entry) with the milli it would free."""
-        self.discard(w.id)
-        key = (rank, w.team)
-        item = (w.spec.priority, -(w.started_at or 0), w.id)
-        group = self.groups.setdefault(key, [])
-        bisect.insort(group, item)
-        if len(group) == 1:
-            self._group_on(key)
-        for dom in self._record(w, key, item, milli):
-            self._sub(dom).add(w, rank, milli)
-
-    def add_many(self, entries: Iterable[tuple[WorkloadState, int, int]]) -> None:
-        """:meth:`add` for many (workload, rank, milli) at once, for workloads
-        not indexed yet: each group is sorted once instead of per insert."""
-        touched: set[GroupKey] = set()
-        by_domain: dict[tuple[str, str], list[tuple[WorkloadState, int, int]]] = {}
-        for w, rank, milli in entries:
-            if w.id in self.where:
-                raise ValueError(f"workload {w.id} is indexed already")
-            key = (rank, w.team)
-            item = (w.spec.priority, -(w.started_at or 0), w.id)
-            group = self.groups.setdefault(key, [])
-            if not group:
-                self._group_on(key)
-            group.append(item)
-            touched.add(key)
-            for dom in self._record(w, key, item, milli):
-                by_domain.setdefault(dom, []).append((w, rank, milli))
-        for key in touched:
-            self.groups[key].sort()
-        for dom, items in by_domain.items():
-            self._sub(dom).add_many(items)
-
-    def _record(
-        self, w: WorkloadState, key: GroupKey, item: Item, milli: int
-    ) -> tuple[tuple[str, str], ...]:
-        """Remember where ``w`` is indexed and what it frees; returns its domains."""
-        doms = self._domains_of(w)
-        self.where[w.id] = (key, item, doms)
-        self.milli[w.id] = milli
-        self.max_milli = max(self.max_milli, milli)
-        return doms
-
-    def _sub(self, dom: tuple[str, str]) -> VictimIndex:
-        """The sub-index of ``dom``, made when first needed."""
-        sub = self.domains.get(dom)
-        if sub is None:
-            sub = self.domains[dom] = VictimIndex()
-        return sub
-
-    def _domains_of(self, w: WorkloadState) -> tuple[tuple[str, str], ...]:
-        if not self.levels:
-            return ()
-        pods = w.placement if w.status.is_placed else w.nomination
-        found = set()
-        for pod in pods:
-            labels = self._labels.get(pod.node, {})
-            for level in self.levels:
-                value = labels.get(level)
-                if value is not None:
-                    found.add((level, value))
-        return tuple(sorted(found))
-
-    def discard(self, wid: int) -> None:
-        got = self.where.pop(wid, None)
-        if got is None:
-            return
-        key, item, doms = got
-        group = self.groups[key]
-        del group[bisect.bisect_left(group, item)]
-        if not group:
-            self._group_off(key)
-        del self.milli[wid]
-        for dom in doms:
-            self.domains[dom].discard(wid)
-
-    def domain(self, dom: tuple[str, str]) -> VictimIndex | None:
-        """The sub-index of one domain; None if ``dom``'s level is not indexed."""
-        if dom[0] not in self.levels:
-            return None
-        return self.domains.get(dom) or VictimIndex()
-
-    def teams(self) -> list[str]:
-        return sorted(self.team_keys)
+__all__ = [
+    "NOMINATION", "RUNNING", "STARTING", "GroupKey", "Item", "PodVictim", "Verdict",
+    "VictimIndex", "VictimQueue",
+]
 
 
 class Verdict(enum.Enum):
@@ -161,7 +38,7 @@ class Verdict(enum.Enum):
     FAIL_FOREVER = 2  # cannot pass again in this search
 
 
-Entry = tuple[int, int, int, int, int, int, int, str, int]
+Entry = tuple[int, int, int, int, int, int, int, int, str, int]
 
 
 class VictimQueue:
@@ -189,7 +66,7 @@ class VictimQueue:
         self,
         index: VictimIndex,
         teams: Iterable[str],
-        lookup: Callable[[int], WorkloadState],
+        lookup: Callable[[Item], WorkloadState],
         eligible: Callable[[WorkloadState], bool],
         excess: Callable[[str], int],
         test: Callable[[WorkloadState], Verdict],
@@ -235,7 +112,9 @@ class VictimQueue:
                 else:
                     item = self._head(key)
                 if item is not None:
-                    heap.append((rank, flag, item[0], -ex, item[1], item[2], rank, team, 1))
+                    heap.append(
+                        (rank, flag, item[0], -ex, item[1], item[2], item[3], rank, team, 1)
+                    )
         heapq.heapify(heap)
 
     def _head(self, key: GroupKey) -> Item | None:
@@ -250,7 +129,7 @@ class VictimQueue:
             return items[pos] if pos < end else None
         while pos < end:
             item = items[pos]
-            if self._eligible(self._lookup(item[2])):
+            if self._eligible(self._lookup(item)):
                 self._pos[key] = pos
                 return item
             pos += 1
@@ -268,8 +147,17 @@ class VictimQueue:
             if item is not None:
                 rank = key[0]
                 heapq.heappush(
-                    self._heap, (rank, flag, item[0], -ex, item[1], item[2], rank, team, version)
+                    self._heap,
+                    (rank, flag, item[0], -ex, item[1], item[2], item[3], rank, team, version),
                 )
+
+    def rescan(self, team: str) -> None:
+        """Look at ``team``'s candidates from the start again at the next pick
+        (``eligible`` now admits some that it skipped before)."""
+        for key in self._team_keys.get(team, ()):
+            self._pos[key] = 0
+        if self._last is None or self._last.team != team:
+            self._push_team(team)
 
     def pick(self) -> WorkloadState | None:
         """The first candidate, in order, that passes now; None if none does.
@@ -292,12 +180,12 @@ class VictimQueue:
         found: WorkloadState | None = None
         while self._heap:
             entry = heapq.heappop(self._heap)
-            rank, team, version = entry[6], entry[7], entry[8]
+            rank, team, version = entry[7], entry[8], entry[9]
             if version != self._version.get(team, 1) or team in self._dead:
                 continue
             key = (rank, team)
             pos = self._pos.get(key, 0)
-            v = self._lookup(self._index.groups[key][pos][2])
+            v = self._lookup(self._index.groups[key][pos])
             self.examined += 1
             verdict = self._test(v)
             if verdict is Verdict.PASS:

@@ -22,7 +22,14 @@ from apportion.engine.fairshare_fill import index_pool
 from apportion.engine.ledger import Ledger
 from apportion.engine.placement import ClusterState, Owner, PlacementRequest
 from apportion.engine.snapshot import Snapshot
-from apportion.engine.victim_order import NOMINATION, RUNNING, STARTING, VictimIndex
+from apportion.engine.victim_index import (
+    NOMINATION,
+    RUNNING,
+    STARTING,
+    PodVictim,
+    VictimIndex,
+    split_pods,
+)
 
 if TYPE_CHECKING:
     from apportion.domain.reasons import Reason
@@ -31,7 +38,59 @@ if TYPE_CHECKING:
 
 
 def owner_of(w: WorkloadState) -> Owner:
-    return (w.id, w.attempt)
+    """The book's owner of ``w``'s claim, or of its first ``min_pods`` pods (all
+    of them unless it scales elastically); of the one pod of a PodVictim."""
+    if isinstance(w, PodVictim):
+        return (w.id, w.attempt, w.pod + 1)
+    return (w.id, w.attempt, 0)
+
+
+def parts_of(w: WorkloadState, placement: Placement | None = None) -> list[tuple[Owner, Placement]]:
+    """``w``'s placed pods as the book holds them: an elastically scaled
+    workload's pods beyond ``min_pods`` each under an owner of its own (part
+    = pod index + 1), so a shrink (SPEC 6.5) can take exactly them."""
+    if placement is None:
+        placement = w.placement
+    spec = w.spec
+    base = (w.id, w.attempt, 0)
+    if spec.min_pods >= spec.pods or len(placement) <= spec.min_pods:
+        return [(base, placement)]
+    out: list[tuple[Owner, Placement]] = [(base, placement[:spec.min_pods])]
+    out += [((w.id, w.attempt, i + 1), (placement[i],))
+            for i in range(spec.min_pods, len(placement))]
+    return out
+
+
+def freed_by(
+    ps: PoolState, v: WorkloadState, taken: Mapping[int, set[int]]
+) -> tuple[list[Owner], int]:
+    """The owners, and the milli, that taking candidate ``v`` frees now, with
+    the pods in ``taken`` (id -> pod indices) already taken as shrinks: a
+    pod frees itself; a whole workload everything it still holds."""
+    if isinstance(v, PodVictim):
+        return [owner_of(v)], v.placement[0].milli
+    full = ps.victims.milli.get(v.id)
+    if full is None:
+        full = v.placed_milli if v.status.is_placed else v.nominated_milli
+    owners = [owner_of(v)]
+    done = taken.get(v.id, ())
+    for i in split_pods(v):
+        if i in done:
+            full -= v.placement[i].milli
+        else:
+            owners.append((v.id, v.attempt, i + 1))
+    return owners, full
+
+
+def owners_of(w: WorkloadState) -> list[Owner]:
+    """Every owner of placed ``w``'s pods (see :func:`parts_of`)."""
+    base = (w.id, w.attempt, 0)
+    return [base, *((w.id, w.attempt, i + 1) for i in split_pods(w))]
+
+
+def exit_owner(ex: Exiting) -> Owner:
+    """The book's owner of an exiting victim's devices."""
+    return (ex.workload_id, ex.attempt, ex.part)
 
 
 @dataclass(slots=True)
@@ -137,6 +196,10 @@ class PoolState:
         """``deficit(team) x scale``."""
         return -self.excess_key(team)
 
+    def size_key(self, w: WorkloadState) -> int:
+        """W's size (pods x per-pod charge, SPEC 1) x scale, for 6.2's order."""
+        return w.spec.pods * self.charge(w) * self.scale
+
     def excess(self, team: str) -> Fraction:
         return self.ledger.usage(team) - self.entitlement(team)
 
@@ -164,7 +227,7 @@ class WorkingState:
                 snapshot.pools[name], Ledger(self.tree, name), cluster, cluster.capacity,
                 node_labels=labels,
                 schedulable=frozenset(n.name for n in nodes if n.is_schedulable),
-                victims=VictimIndex(snapshot.pools[name].topology, labels),
+                victims=VictimIndex(snapshot.pools[name].topology, labels, snapshot.now),
             )
         self._undo: list[tuple[str, PoolState, int, bool, int]] = []
         self._never: dict[tuple[int, str], bool] = {}
@@ -180,7 +243,7 @@ class WorkingState:
         self._demand_version = dict.fromkeys(self.pools, 0)
         self._shares: dict[str, tuple[int, int, Entitlements]] = {}
         self._provisional: set[int] = set()
-        for ex in sorted(snapshot.exiting, key=lambda e: (e.workload_id, e.attempt)):
+        for ex in sorted(snapshot.exiting, key=exit_owner):
             self.load_exiting(ex, +1)
         self._load_all(sorted(snapshot.workloads, key=lambda w: w.id))
         self._undo.clear()
@@ -206,9 +269,9 @@ class WorkingState:
         if ps is None:
             return
         if sign > 0:
-            ps.cluster.occupy_exiting((ex.workload_id, ex.attempt), ex.placement)
+            ps.cluster.occupy_exiting(exit_owner(ex), ex.placement)
         else:
-            ps.cluster.vacate((ex.workload_id, ex.attempt))
+            ps.cluster.vacate(exit_owner(ex))
 
     def _load_all(self, workloads: list[WorkloadState]) -> None:
         """:meth:`load` for every workload of the snapshot, in bulk: devices
@@ -225,7 +288,7 @@ class WorkingState:
             name = ps.pool.name
             milli = 0
             if w.status.is_placed:
-                occupied[name].append((owner_of(w), w.placement))
+                occupied[name].extend(parts_of(w))
                 milli = w.placed_milli
                 if not w.spec.is_reserved:
                     rank = RUNNING if w.status is Status.RUNNING else STARTING
@@ -264,7 +327,8 @@ class WorkingState:
             self.set_demand(w.id, None, None)
             return
         if w.status.is_placed:
-            ps.cluster.occupy(owner_of(w), w.placement)
+            for owner, part in parts_of(w):
+                ps.cluster.occupy(owner, part)
             self.count(ps, w, w.placed_milli)
         elif w.status is Status.QUEUED and w.nomination:
             ps.cluster.claim(owner_of(w), w.nomination)
@@ -307,7 +371,8 @@ class WorkingState:
         if ps is None or w.team not in self.tree.teams:
             return
         if w.status.is_placed:
-            ps.cluster.vacate(owner_of(w))
+            for owner in owners_of(w):
+                ps.cluster.vacate(owner)
         elif w.status is Status.QUEUED and w.nomination:
             ps.cluster.unclaim(owner_of(w))
             ps.holders.discard(w.id)
@@ -442,6 +507,13 @@ class WorkingState:
             ps.ledger.remove(w.team, w.spec.is_reserved, milli)
             self._undo.append(("uncount", ps, w.id, w.spec.is_reserved, milli))
         return milli
+
+    def uncount_part(self, ps: PoolState, w: WorkloadState, milli: int) -> None:
+        """Remove ``milli`` of ``w``'s usage in ``ps`` (the pods a shrink took;
+        undoable)."""
+        ps.users[w.id] -= milli
+        ps.ledger.remove(w.team, w.spec.is_reserved, milli)
+        self._undo.append(("uncount", ps, w.id, w.spec.is_reserved, milli))
 
     def checkpoint(self) -> tuple[int, dict[str, int]]:
         """A token for :meth:`rollback` covering ledgers and clusters."""

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from apportion.domain.cluster import Node
 from apportion.domain.errors import ValidationError
+from apportion.domain.host import parse_cpu, parse_memory_mib
 from apportion.domain.lifecycle import Status, requeue_after_failure, transition
 from apportion.service import audit
 from apportion.service.authz import require_agent
@@ -38,10 +39,13 @@ def _parse_node(raw: Any, i: int, pool: str) -> tuple[Node, str, list[list[int]]
     if health not in HEALTH:
         raise ValidationError(f"{f}.health", f"{health!r} is not a health", ", ".join(HEALTH))
     try:
+        cpu, memory = raw.get("cpu"), raw.get("memory_mib")
         node = Node(name=raw.get("name"), pool=pool, gpus=raw.get("gpus"),  # type: ignore[arg-type]
                     gpu_type=raw.get("gpu_type"),
                     gpu_memory_mib=raw.get("gpu_memory_mib") or 81920,
-                    labels=raw.get("labels") or {})
+                    labels=raw.get("labels") or {},
+                    cpu_milli=None if cpu is None else parse_cpu(cpu, "cpu"),
+                    memory_mib=None if memory is None else parse_memory_mib(memory))
     except ValidationError as e:
         raise e.at(f) from None
     unavailable: list[list[int]] = []
@@ -57,7 +61,7 @@ def _parse_node(raw: Any, i: int, pool: str) -> tuple[Node, str, list[list[int]]
 def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
     pool_name = body.get("pool") or ctx.actor.pool or ""
     require_agent(ctx, pool_name, "agent.heartbeat")
-    now = time.time()
+    now = ctx.clock.now()  # the sweep measures silence from this stamp, on the same clock
     pool = repo.find_pool(session, ctx.org_id, pool_name)
     if pool is None:
         pool = add_pool_row(session, ctx.org_id, pool_from_body({}, pool_name, None))
@@ -76,14 +80,14 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
             session.add(row)
             changed = True
         new = (node.gpus, node.gpu_type, node.gpu_memory_mib, dict(node.labels), health,
-               unavailable)
+               unavailable, node.cpu_milli, node.memory_mib)
         old = (row.gpus, row.gpu_type, row.gpu_memory_mib, dict(row.labels or {}), row.health,
-               list(row.unavailable or []))
+               list(row.unavailable or []), row.cpu_milli, row.memory_mib)
         if new != old:
             if health == "down" and row.health != "down":
                 _fail_on_node(session, ctx, node.name, now)
             (row.gpus, row.gpu_type, row.gpu_memory_mib, row.labels, row.health,
-             row.unavailable) = new
+             row.unavailable, row.cpu_milli, row.memory_mib) = new
             row.version = (row.version or 0) + 1
             changed = True
             add_event(session, ctx.org_id, "node.changed", cause=ctx.cause,
@@ -181,13 +185,15 @@ def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
     status = Status(row.status)
     out = {"workload_id": wid, "attempt": attempt, "status": row.status}
     note = _ignore_reason(row, status, attempt, target, body.get("run_id"))
+    if note == "duplicate" and body.get("pods_running") is not None:
+        return {**out, **_shrink_done(session, ctx, row, body)}
     if note == "duplicate":
         return {**out, "accepted": True, "note": "already applied"}
     if note:
         audit.record(session, ctx, "agent.report", f"workload/{wid}", outcome="ignored",
                      message=note, after=dict(body))
         return {**out, "accepted": False, "note": note}
-    now = time.time()
+    now = ctx.clock.now()
     state = codec.state_from_row(row)
     cause = f"agent report ({ctx.actor.name})"
     msg = str(body.get("message") or "")
@@ -202,6 +208,26 @@ def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
                  before={"status": status.value}, after={"status": new.status.value})
     repo.bump_sched_version(session, ctx.org_id)
     return {**out, "status": row.status, "accepted": True, "note": ""}
+
+
+def _shrink_done(
+    session: Session, ctx: Ctx, row: WorkloadRow, body: dict[str, Any]
+) -> dict[str, Any]:
+    """A ``running`` report with ``pods_running`` after a shrink: the agent has
+    stopped the taken pods and the others go on. The status does not change
+    (it is neither a failure nor a completion); an event records it."""
+    try:
+        running = int(body["pods_running"])
+    except (TypeError, ValueError):
+        raise ValidationError("pods_running", "must be an integer") from None
+    held = len(row.placement or [])
+    message = str(body.get("message") or f"{running} pod(s) running")
+    add_event(session, ctx.org_id, "workload.pods", cause=f"agent report ({ctx.actor.name})",
+              message=message, workload_id=row.id, team=row.team, attempt=row.attempt,
+              status=row.status, data={"name": row.name, "pods_running": running,
+                                       "pods_placed": held})
+    note = "" if running == held else f"the workload holds {held} pod(s), the agent runs {running}"
+    return {"accepted": True, "note": note}
 
 
 def _ignore_reason(
@@ -224,10 +250,12 @@ def _ignore_reason(
     return ""
 
 
-def sweep_silent_agents(session: Session, org_id: int, timeout: float) -> int:
+def sweep_silent_agents(session: Session, org_id: int, timeout: float, *,
+                        now: float | None = None) -> int:
     """Mark the nodes of pools whose agent is silent longer than ``timeout`` as
-    ``unknown`` (they take no new pods; their workloads keep their status)."""
-    now = time.time()
+    ``unknown`` (they take no new pods; their workloads keep their status).
+    ``now`` is the scheduler loop's clock (the same one that stamped the heartbeats)."""
+    now = time.time() if now is None else now
     count = 0
     for pool in repo.list_pools(session, org_id):
         if pool.agent_status != "connected" or pool.last_heartbeat_at is None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from apportion.clock import SYSTEM_CLOCK, Clock
+
 
 class Role(enum.StrEnum):
     ORG_ADMIN = "org_admin"
@@ -30,11 +32,13 @@ class Actor:
 
 @dataclass(frozen=True, slots=True)
 class Ctx:
-    """One request: the actor and the request id (recorded in audit and events)."""
+    """One request: the actor, the request id (recorded in audit and events) and the
+    control plane's clock (heartbeat and report times are read from it)."""
 
     actor: Actor
     request_id: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    clock: Clock = SYSTEM_CLOCK
 
     @property
     def org_id(self) -> int:

@@ -8,6 +8,7 @@ import os
 import socket
 import uuid
 
+from apportion.clock import SYSTEM_CLOCK, Clock
 from apportion.service.loop import SchedulerLoop
 from apportion.service.metrics import Metrics
 from apportion.service.settings import Settings
@@ -18,13 +19,15 @@ log = logging.getLogger("apportion.server")
 
 
 class ControlPlane:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
+        #: the clock of the scheduler loop, the silence sweep, heartbeats and the rate limiter
+        self.clock = clock
         self.db = Database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
         self.metrics = Metrics(self.db)
         self.tokens = TokenVerifier(self.db)
         holder = settings.holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.loop = SchedulerLoop(self.db, settings, holder, self.metrics)
+        self.loop = SchedulerLoop(self.db, settings, holder, self.metrics, clock)
         self.bootstrap_token: str | None = None
 
     def start(self) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
+from apportion.clock import SYSTEM_CLOCK, Clock
 from apportion.service import agents
 from apportion.service.errors import LostLease
 from apportion.service.metrics import Metrics
@@ -25,10 +25,14 @@ MAX_CYCLES = 20
 
 
 class SchedulerLoop:
-    def __init__(self, db: Database, settings: Settings, holder: str, metrics: Metrics) -> None:
+    def __init__(self, db: Database, settings: Settings, holder: str, metrics: Metrics,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.db = db
         self.settings = settings
-        self.scheduler = Scheduler(db, holder, lease_ttl=settings.lease_ttl, metrics=metrics)
+        #: every reading of time here (lease, silence sweep, purge, waits) goes through it
+        self.clock = clock
+        self.scheduler = Scheduler(db, holder, lease_ttl=settings.lease_ttl, metrics=metrics,
+                                   clock=clock.now)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -66,7 +70,7 @@ class SchedulerLoop:
     def _run(self) -> None:
         wait = min(self.settings.cycle_interval, self.settings.lease_ttl / 3)
         while not self._stop.is_set():
-            self._wake.wait(timeout=wait)
+            self.clock.wait(self._wake, wait)
             self._wake.clear()
             if self._stop.is_set():
                 break
@@ -74,18 +78,18 @@ class SchedulerLoop:
                 self.tick()
             except Exception:
                 log.exception("scheduler tick failed")
-            self._stop.wait(max(self.settings.cycle_min_gap, 2 * self._busy))
+            self.clock.wait(self._stop, max(self.settings.cycle_min_gap, 2 * self._busy))
 
     def tick(self) -> int:
         """One wake-up; returns the number of committed cycles."""
-        started = time.perf_counter()
+        started = self.clock.monotonic()
         try:
             return self._tick()
         finally:
-            self._busy = time.perf_counter() - started
+            self._busy = self.clock.monotonic() - started
 
     def _tick(self) -> int:
-        now = time.time()
+        now = self.clock.now()
         # Renew the lease only when a third of it is used up (each renewal is a write).
         renew_at = self._lease_until - 2 * self.settings.lease_ttl / 3
         if self.scheduler.token is None or now > renew_at:
@@ -99,11 +103,12 @@ class SchedulerLoop:
         for org_id in self.scheduler.orgs():
             if sweep:
                 with self.db.write() as session:
-                    agents.sweep_silent_agents(session, org_id, self.settings.agent_timeout)
+                    agents.sweep_silent_agents(session, org_id, self.settings.agent_timeout,
+                                               now=now)
             try:
                 for _ in range(MAX_CYCLES):
                     outcome = self.scheduler.run_org(org_id)
-                    self.last_cycle_at = time.time()
+                    self.last_cycle_at = self.clock.now()
                     if not outcome.committed:
                         break
                     committed += 1
@@ -115,7 +120,7 @@ class SchedulerLoop:
         return committed
 
     def _purge(self) -> None:
-        now = time.time()
+        now = self.clock.now()
         if now - self._last_purge < 600:
             return
         self._last_purge = now

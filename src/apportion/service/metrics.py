@@ -60,8 +60,8 @@ class Metrics:
             "apportion_time_to_admission_seconds", "Seconds from submission to Starting",
             ["org", "team"], buckets=BUCKETS, registry=self.registry)
         self.preemptions = Counter(
-            "apportion_preemptions", "Preempted attempts by victim team", ["org", "team"],
-            registry=self.registry)
+            "apportion_preemptions", "Preemptions (whole attempts and shrinks) by victim team",
+            ["org", "team"], registry=self.registry)
         self.cycle_duration = Histogram(
             "apportion_cycle_duration_seconds", "Scheduling cycle: snapshot, plan and commit",
             buckets=BUCKETS, registry=self.registry)

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from apportion.domain.cluster import DEFAULT_GPU_MEMORY_MIB, Pool
+from apportion.domain.cluster import DEFAULT_GPU_MEMORY_MIB, Packing, Pool
 from apportion.domain.errors import NotFound
 from apportion.domain.workload import placement_milli
 from apportion.service import audit
@@ -67,6 +67,7 @@ def pool_from_body(body: dict[str, Any], name: str, row: PoolRow | None) -> Pool
         start_delay=pick("start_delay", 0),
         preemption_grace=pick("preemption_grace", 0),
         starvation_hold_after=pick("starvation_hold_after", None),
+        packing=pick("packing", Packing.FRAGMENTATION.value),
     )
 
 
@@ -75,7 +76,8 @@ def add_pool_row(session: Session, org_id: int, pool: Pool) -> PoolRow:
         org_id=org_id, name=pool.name, gpu_type=pool.gpu_type,
         gpu_memory_mib=pool.gpu_memory_mib, topology=list(pool.topology),
         start_delay=pool.start_delay, preemption_grace=pool.preemption_grace,
-        starvation_hold_after=pool.starvation_hold_after, agent_status="never",
+        starvation_hold_after=pool.starvation_hold_after, packing=pool.packing.value,
+        agent_status="never",
         version=1, created_at=time.time(),
     )
     session.add(row)
@@ -106,6 +108,7 @@ def update_pool(session: Session, ctx: Ctx, name: str, body: dict[str, Any]) -> 
     row.topology = list(pool.topology)
     row.start_delay, row.preemption_grace = pool.start_delay, pool.preemption_grace
     row.starvation_hold_after = pool.starvation_hold_after
+    row.packing = pool.packing.value
     row.version += 1
     after = pool_detail(session, ctx.org_id, name)
     audit.record(session, ctx, "pool.update", f"pool/{name}", before=before, after=after)

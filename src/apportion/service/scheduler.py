@@ -31,7 +31,14 @@ from apportion.service.snapshots import Loaded, StateCache, load_snapshot
 from apportion.service.workloads import run_id
 from apportion.store import codec
 from apportion.store.db import Database
-from apportion.store.models import CycleRow, DecisionRow, ExitingRow, LeaseRow, OrgRow
+from apportion.store.models import (
+    CycleRow,
+    DecisionRow,
+    ExitingRow,
+    LeaseRow,
+    OrgRow,
+    WorkloadRow,
+)
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
 from apportion.store.repos import workloads as wl_repo
@@ -201,25 +208,42 @@ class Scheduler:
                 if self.metrics is not None:
                     self.metrics.admission.labels(loaded.org_slug, row.team).observe(
                         max(0.0, now - loaded.submitted_at.get(wid, now)))
-        for p in applied.preemptions:
-            victim = phys.state(old[p.victim], physical=True,
-                                known_attempts=len(old[p.victim].attempts))
-            session.add(DecisionRow(
-                org_id=org_id, pool=victim.pool or "", kind="stop", workload_id=p.victim,
-                attempt=p.attempt, run_id=run_id(p.victim, p.attempt),
-                placement=codec.placement_to_json(victim.placement), exec={},
-                reason="preempted", grace_seconds=max(0, p.exits_at - plan.now),
-                created_at=now,
-            ))
-            if self.metrics is not None:
-                self.metrics.preemptions.labels(loaded.org_slug, victim.team).inc()
+        self._write_preemptions(session, org_id, old, applied, plan, loaded, rows, now)
         write_events(session, events)
         wl_repo.clear_exiting(session, org_id)
         for e in (phys.exiting(x, physical=True) for x in applied.exiting):
             session.add(ExitingRow(org_id=org_id, workload_id=e.workload_id, attempt=e.attempt,
                                    team=e.team, pool=e.pool,
                                    placement=codec.placement_to_json(e.placement),
-                                   exits_at=float(e.exits_at)))
+                                   exits_at=float(e.exits_at), part=e.part))
+
+    def _write_preemptions(
+        self, session: Session, org_id: int, old: dict[int, WorkloadState], applied: Applied,
+        plan: Plan, loaded: Loaded, rows: dict[int, WorkloadRow], now: float,
+    ) -> None:
+        """Per preemption: the agent's instruction (``stop`` the run, or ``shrink``
+        it: stop only the taken pods), the victim's preemption history and the
+        metric (a shrink counts as a preemption of the victim's team)."""
+        phys = loaded.devices
+        for p in applied.preemptions:
+            victim = phys.state(old[p.victim], physical=True,
+                                known_attempts=len(old[p.victim].attempts))
+            placement = victim.placement
+            if p.pods:
+                placement = tuple(victim.placement[i] for i in sorted(p.pods))
+            session.add(DecisionRow(
+                org_id=org_id, pool=victim.pool or "", kind="shrink" if p.pods else "stop",
+                workload_id=p.victim, attempt=p.attempt, run_id=run_id(p.victim, p.attempt),
+                placement=codec.placement_to_json(placement), exec={},
+                reason="preempted", grace_seconds=max(0, p.exits_at - plan.now),
+                pods=sorted(p.pods), created_at=now,
+            ))
+            row = rows[p.victim]
+            row.preemptions = [*(row.preemptions or []), {
+                "at": float(p.at), "attempt": p.attempt, "by": p.by or None,
+                "pods": sorted(p.pods), "gpus_milli": p.milli}]
+            if self.metrics is not None:
+                self.metrics.preemptions.labels(loaded.org_slug, victim.team).inc()
 
 
 def _apply(loaded: Loaded, plan: Plan) -> Applied:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
+from apportion.domain.host import cpu_number
 from apportion.domain.quantities import gpus_number
 from apportion.store.models import (
     AuditRow,
@@ -87,6 +88,7 @@ def pool_view(row: PoolRow, capacity_milli: int, node_count: int) -> dict[str, A
         "start_delay": row.start_delay,
         "preemption_grace": row.preemption_grace,
         "starvation_hold_after": row.starvation_hold_after,
+        "packing": row.packing or "fragmentation",
         "capacity": gpus(capacity_milli),
         "node_count": node_count,
         "agent": {"status": row.agent_status, "last_heartbeat_at": iso(row.last_heartbeat_at)},
@@ -104,6 +106,8 @@ def node_view(row: NodeRow, state: str) -> dict[str, Any]:
         "gpu_type": row.gpu_type,
         "gpu_memory_mib": row.gpu_memory_mib,
         "labels": dict(row.labels or {}),
+        "cpu": None if row.cpu_milli is None else cpu_number(row.cpu_milli),
+        "memory_mib": row.memory_mib,
         "health": row.health,
         "cordoned": row.cordoned,
         "state": state,
@@ -125,6 +129,20 @@ def _size(row: WorkloadRow) -> int | float | None:
     if spec.get("gpus") is not None:
         return gpus(round(float(spec["gpus"]) * 1000) * int(spec["pods"]))
     return None
+
+
+def _pods_running(row: WorkloadRow) -> int:
+    """Pods the current attempt holds: placed while Starting, running while
+    Running (fewer than ``pods`` after a shrink, SPEC 6.5); 0 otherwise."""
+    return len(row.placement or []) if row.status in ("Starting", "Running") else 0
+
+
+def preemption_view(entry: dict[str, Any]) -> dict[str, Any]:
+    """One entry of a workload's preemption history (whole attempt or shrink)."""
+    pods = [int(p) for p in entry.get("pods") or []]
+    return {"at": iso(entry.get("at")), "attempt": entry.get("attempt"),
+            "kind": "shrink" if pods else "whole", "by": entry.get("by"), "pods": pods,
+            "gpus": gpus(int(entry.get("gpus_milli") or 0))}
 
 
 def workload_view(row: WorkloadRow) -> dict[str, Any]:
@@ -159,6 +177,8 @@ def workload_view(row: WorkloadRow) -> dict[str, Any]:
         "reason": reason,
         "nominated": bool(row.nomination),
         "placement": row.placement or [],
+        "pods": int(row.spec.get("pods") or 1),
+        "pods_running": _pods_running(row),
         "gpus": _size(row),
         "submitted_by": row.submitted_by,
         "submitted_at": iso(row.submitted_at),
@@ -167,6 +187,7 @@ def workload_view(row: WorkloadRow) -> dict[str, Any]:
         "ended_at": iso(row.ended_at),
         "preempted_by": row.preempted_by,
         "attempts": attempts,
+        "preemptions": [preemption_view(e) for e in row.preemptions or []],
         "spec": row.spec,
         "version": row.version,
     }
@@ -198,6 +219,7 @@ def decision_view(row: DecisionRow) -> dict[str, Any]:
         "exec": row.exec or {},
         "grace_seconds": row.grace_seconds,
         "reason": row.reason,
+        "pods": list(row.pods or []),
         "created_at": iso(row.created_at),
     }
 

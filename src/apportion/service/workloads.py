@@ -36,7 +36,7 @@ from apportion.store.repos.paging import Page
 SPEC_FIELDS = frozenset({
     "name", "team", "class", "priority", "gpus", "gpu_memory_mib", "pods", "min_pods", "gang",
     "topology", "gpu_type", "pool", "node_selector", "requeue_on_preemption", "command",
-    "image", "env", "labels", "duration",
+    "image", "env", "labels", "duration", "cpu", "memory_mib",
 })
 
 
@@ -87,7 +87,7 @@ def submit(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any
         "submitted_at": float(int(now)), "submitted_by": ctx.actor.name, "attempts": [],
         "version": 1, "updated_at": now, "reason_code": None, "reason_message": None,
         "started_at": None, "running_at": None, "ended_at": None, "preempted_by": None,
-        "head_since": None,
+        "head_since": None, "preemptions": [],
     }
     wid = wl_repo.insert_workload(session, values)
     state = submitted(wid, spec, int(now), cause=ctx.cause)
@@ -199,6 +199,9 @@ def why(session: Session, ctx: Ctx, workload_id: int) -> dict[str, Any]:
     elif status.is_placed:
         nodes = sorted({p["node"] for p in row.placement or []})
         text = f"{row.status} in pool {row.pool} on {', '.join(nodes) or 'no node'}"
+        held, requested = len(row.placement or []), int(row.spec.get("pods") or 1)
+        if held < requested:  # shrunk (SPEC 6.5), or scaled to what fitted at the start
+            text += f" with {held} of {requested} pods"
     else:
         text = f"{row.status} (attempt {row.attempt})"
         if row.preempted_by is not None:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from apportion.domain.errors import ValidationError
+from apportion.domain.host import ALLOWED_CPU, parse_cpu, parse_memory_mib
 
 
 def join(path: str, key: str | int) -> str:
@@ -69,6 +70,29 @@ def integer(value: object, path: str, lo: int = 0, hi: int | None = None) -> int
         raise ValidationError(path, f"must be >= {lo}, got {value}", allowed)
     if hi is not None and value > hi:
         raise ValidationError(path, f"must be <= {hi}, got {value}", allowed)
+    return value
+
+
+def cpu(value: object, path: str) -> int:
+    """Cores in steps of 0.001 (``8``, ``0.5``) -> milli-CPU."""
+    try:
+        return parse_cpu(value, path)
+    except ValidationError:
+        raise ValidationError(path, f"must be a multiple of 0.001 ≥ 0, got {value!r}",
+                              ALLOWED_CPU) from None
+
+
+def memory_mib(value: object, path: str) -> int:
+    """A whole number of MiB >= 0."""
+    return parse_memory_mib(value, path)
+
+
+def choice(value: object, path: str, allowed: Iterable[str]) -> str:
+    """``value`` if it is one of ``allowed`` (a word, not a name of something)."""
+    words = tuple(allowed)
+    if not isinstance(value, str) or value not in words:
+        raise ValidationError(path, f"{value!r} is not allowed{did_you_mean(str(value), words)}",
+                              ", ".join(words))
     return value
 
 

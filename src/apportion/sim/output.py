@@ -34,6 +34,7 @@ def to_json(result: SimResult) -> dict[str, Any]:
                 "gpus": gpus_number(p.milli),
                 "attempt": p.attempt,
                 "exits_at": p.exits_at,
+                **({"pods": list(p.pods)} if p.pods else {}),  # a shrink: these pods went
             }
             for p in result.preemptions
         ],
@@ -63,6 +64,8 @@ def workload_json(result: SimResult, w: WorkloadState) -> dict[str, Any]:
         "class": w.spec.wclass.value,
         "priority": w.spec.priority,
         "gpus": gpus_number(sum(p.milli for p in w.placement)),
+        "pods": w.spec.pods,
+        "pods_running": len(w.placement) if w.status.is_placed else 0,
         "status": w.status.value,
         "attempt": w.attempt,
         "pool": w.pool,

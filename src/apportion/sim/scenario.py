@@ -13,7 +13,14 @@ from typing import Any
 
 import yaml
 
-from apportion.domain.cluster import DEFAULT_GPU_MEMORY_MIB, Node, NodeState, Pool, pool_capacity
+from apportion.domain.cluster import (
+    DEFAULT_GPU_MEMORY_MIB,
+    Node,
+    NodeState,
+    Packing,
+    Pool,
+    pool_capacity,
+)
 from apportion.domain.errors import ValidationError
 from apportion.domain.org import OrgTree, build_tree, validate_reservations
 from apportion.sim import fields as f
@@ -23,9 +30,10 @@ from apportion.sim.workloads import ScenarioEvent, ScenarioWorkload, parse_event
 TOP_KEYS = ("description", "pools", "teams", "workloads", "events")
 POOL_KEYS = (
     "name", "gpu_type", "gpu_memory_mib", "topology", "start_delay", "preemption_grace",
-    "starvation_hold_after", "nodes",
+    "starvation_hold_after", "packing", "nodes",
 )
-NODE_KEYS = ("name", "prefix", "count", "gpus", "gpu_type", "gpu_memory_mib", "labels", "state")
+NODE_KEYS = ("name", "prefix", "count", "gpus", "gpu_type", "gpu_memory_mib", "cpu",
+             "memory_mib", "labels", "state")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +150,8 @@ def _parse_pool(item: object, path: str) -> Pool:
                                       f.join(path, "preemption_grace")),
         "starvation_hold_after": None if hold is None else f.integer(
             hold, f.join(path, "starvation_hold_after")),
+        "packing": f.choice(raw.get("packing", Packing.FRAGMENTATION.value),
+                            f.join(path, "packing"), [p.value for p in Packing]),
     }
     try:
         return Pool(name=name, gpu_type=gpu_type, topology=tuple(topology), **settings)
@@ -172,9 +182,14 @@ def _parse_nodes(item: object, path: str, pool: Pool) -> list[Node]:
     )
     gpus = f.integer(raw.get("gpus"), f.join(path, "gpus"))
     node_labels = f.labels(raw.get("labels"), f.join(path, "labels"))
+    # absent = not limited (SPEC 5); parsed and kept, not used by placement yet
+    cpu = None if raw.get("cpu") is None else f.cpu(raw["cpu"], f.join(path, "cpu"))
+    host_memory = None if raw.get("memory_mib") is None else f.memory_mib(
+        raw["memory_mib"], f.join(path, "memory_mib"))
     return [
         Node(name=name, pool=pool.name, gpus=gpus, gpu_type=gpu_type, gpu_memory_mib=memory,
-             labels=node_labels, state=NodeState(state))
+             labels=node_labels, state=NodeState(state), cpu_milli=cpu,
+             memory_mib=host_memory)
         for name in names
     ]
 

@@ -15,7 +15,7 @@ from apportion.sim import fields as f
 SPEC_KEYS = (
     "team", "class", "priority", "gpus", "gpu_memory_mib", "pods", "min_pods", "gang",
     "topology", "gpu_type", "pool", "node_selector", "requeue_on_preemption", "command",
-    "image", "env", "labels", "duration",
+    "image", "env", "labels", "duration", "cpu", "memory_mib",
 )
 WORKLOAD_KEYS = ("name", "prefix", "count", "at", "placement", *SPEC_KEYS)
 EVENT_KINDS = ("cancel", "complete", "fail", "node_down", "node_up", "cordon", "uncordon")

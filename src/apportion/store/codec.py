@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from apportion.domain.cluster import Node, NodeState, Pool
+from apportion.domain.host import cpu_number
 from apportion.domain.lifecycle import Attempt, Exiting, Status, WorkloadState
 from apportion.domain.org import Team
 from apportion.domain.quantities import RequestKind
@@ -51,6 +52,8 @@ def spec_to_dict(spec: WorkloadSpec) -> dict[str, Any]:
         "env": dict(spec.env),
         "labels": dict(spec.labels),
         "duration": spec.duration,
+        "cpu": cpu_number(spec.cpu_milli),
+        "memory_mib": spec.memory_mib,
     }
 
 
@@ -179,6 +182,7 @@ def pool_from_row(row: PoolRow) -> Pool:
         start_delay=row.start_delay,
         preemption_grace=row.preemption_grace,
         starvation_hold_after=row.starvation_hold_after,
+        packing=row.packing or "fragmentation",
     )
 
 
@@ -201,6 +205,8 @@ def node_from_row(row: NodeRow) -> Node:
         gpu_memory_mib=row.gpu_memory_mib,
         labels=dict(row.labels or {}),
         state=node_state(row),
+        cpu_milli=row.cpu_milli,
+        memory_mib=row.memory_mib,
     )
 
 
@@ -212,4 +218,5 @@ def exiting_from_row(row: ExitingRow) -> Exiting:
         pool=row.pool,
         placement=placement_from_json(row.placement),
         exits_at=int(row.exits_at),
+        part=int(row.part or 0),
     )

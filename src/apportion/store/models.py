@@ -96,6 +96,9 @@ class PoolRow(Base):
     start_delay: Mapped[int] = mapped_column(Integer, default=0)
     preemption_grace: Mapped[int] = mapped_column(Integer, default=0)
     starvation_hold_after: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: fragmentation | best_fit (SPEC 5); stored and shown, both pack as best_fit for now
+    packing: Mapped[str] = mapped_column(String(16), default="fragmentation",
+                                         server_default="fragmentation")
     agent_status: Mapped[str] = mapped_column(String(16), default="never")
     last_heartbeat_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
@@ -116,6 +119,9 @@ class NodeRow(Base):
     health: Mapped[str] = mapped_column(String(16), default="ready")
     cordoned: Mapped[bool] = mapped_column(Boolean, default=False)
     unavailable: Mapped[list[list[int]]] = mapped_column(Json, default=list)
+    #: allocatable host resources from the agent (SPEC 5); null = not limited
+    cpu_milli: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    memory_mib: Mapped[int | None] = mapped_column(Integer, nullable=True)
     last_seen_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
 
@@ -151,6 +157,9 @@ class WorkloadRow(Base):
     preempted_by: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     head_since: Mapped[float | None] = mapped_column(Float, nullable=True)
     attempts: Mapped[list[Any]] = mapped_column(Json, default=list)
+    #: every preemption of this workload, whole or shrink (SPEC 6.5), oldest first:
+    #: ``{"at", "attempt", "by", "pods", "gpus_milli"}``; ``pods`` empty = the whole attempt
+    preemptions: Mapped[list[Any]] = mapped_column(Json, default=list, server_default="[]")
     version: Mapped[int] = mapped_column(Integer, default=1)
     updated_at: Mapped[float] = mapped_column(Float)
 
@@ -176,7 +185,9 @@ class EventRow(Base):
 
 
 class ExitingRow(Base):
-    """A preempted attempt still holding its devices until ``exits_at``."""
+    """A preempted attempt (``part`` 0), or the pods a shrink took from one
+    (``part`` = lowest taken pod index + 1), still holding devices until
+    ``exits_at``. One attempt may have several rows, one per part."""
 
     __tablename__ = "exiting"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -187,10 +198,12 @@ class ExitingRow(Base):
     pool: Mapped[str] = mapped_column(String(255))
     placement: Mapped[list[Any]] = mapped_column(Json)
     exits_at: Mapped[float] = mapped_column(Float)
+    part: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class DecisionRow(Base):
-    """An instruction for a pool's agent: start or stop a run."""
+    """An instruction for a pool's agent: start or stop a run, or shrink it
+    (kind ``shrink``: stop only the pod indices in ``pods``, the run goes on)."""
 
     __tablename__ = "agent_decisions"
     __table_args__ = (
@@ -208,6 +221,8 @@ class DecisionRow(Base):
     exec: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
     reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
     grace_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: the pod indices a ``shrink`` stops (the run's highest); empty otherwise
+    pods: Mapped[list[int]] = mapped_column(Json, default=list, server_default="[]")
     created_at: Mapped[float] = mapped_column(Float)
 
 

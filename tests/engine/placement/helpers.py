@@ -45,7 +45,7 @@ def state(node_list: Iterable[Node], topology: tuple[str, ...] = (),
 
 def req(gpus: float, pods: int = 1, min_pods: int | None = None, *,
         topology: str | None = None, mode: str = "required", gpu_type: str | None = None,
-        selector: Mapping[str, str] | None = None, owner: Owner = (0, 0),
+        selector: Mapping[str, str] | None = None, owner: Owner = (0, 0, 0),
         milli: int | None = None) -> PlacementRequest:
     """A request of ``gpus`` per pod (whole if >= 1), or ``milli`` for a memory share."""
     whole = int(gpus) if gpus >= 1 and milli is None else 0

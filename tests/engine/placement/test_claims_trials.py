@@ -8,7 +8,7 @@ from apportion.engine.placement import FailureKind
 
 from .helpers import all_used, layout, nodes, pods_on, req, state, whole
 
-W, V, X = (10, 1), (20, 1), (30, 1)  # preemptor, victim, someone else
+W, V, X = (10, 1, 0), (20, 1, 0), (30, 1, 0)  # preemptor, victim, someone else
 
 
 def test_nomination_on_exiting_victim_devices() -> None:
@@ -44,7 +44,7 @@ def test_nomination_on_exiting_victim_devices() -> None:
     ],
 )
 def test_availability_rule(exiting: int, claims: dict[tuple[int, int], int],
-                           owner: tuple[int, int], available: int) -> None:
+                           owner: tuple[int, int, int], available: int) -> None:
     cs = state(nodes(("a", 1)))
     if exiting:
         cs.occupy_exiting(V, (pods_on("a", (0, exiting)),))
@@ -59,7 +59,7 @@ def test_availability_rule(exiting: int, claims: dict[tuple[int, int], int],
 
 def test_can_start_on_claim_keeps_other_claims_satisfiable() -> None:
     cs = state(nodes(("a", 1)))
-    cs.occupy((5, 0), (pods_on("a", (0, 500)),))
+    cs.occupy((5, 0, 0), (pods_on("a", (0, 500)),))
     cs.claim(W, (pods_on("a", (0, 500)),))
     cs.claim(X, (pods_on("a", (0, 250)),))  # a starvation hold beyond the free part
     assert not cs.can_start_on_claim(W)

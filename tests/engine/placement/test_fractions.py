@@ -40,20 +40,20 @@ def test_best_fit_device(used: dict[tuple[str, int], int], gpus: float,
 
 def test_memory_sized_share_uses_arbitrary_milli() -> None:
     cs = state(nodes(("a", 1), ("b", 1)))
-    cs.occupy((1, 0), (pods_on("a", (0, 540)),))
+    cs.occupy((1, 0, 0), (pods_on("a", (0, 540)),))
     assert layout(cs.place(req(0, milli=460))) == [("a", (0,), 460)]
     assert layout(cs.place(req(0, milli=461))) == [("b", (0,), 461)]
 
 
 def test_memory_share_of_a_whole_device_needs_a_free_device() -> None:
     cs = state(nodes(("a", 2)))
-    cs.occupy((1, 0), (pods_on("a", (0, 10)),))
+    cs.occupy((1, 0, 0), (pods_on("a", (0, 10)),))
     assert layout(cs.place(req(0, milli=1000))) == [("a", (1,), 1000)]
 
 
 def test_fragmented_fraction_message() -> None:
     cs = state(nodes(("a", 2)))
-    cs.occupy((1, 0), (pods_on("a", (0, 500), (1, 750)),))
+    cs.occupy((1, 0, 0), (pods_on("a", (0, 500), (1, 750)),))
     res = cs.place(req(0.75))
     assert res.failure is FailureKind.FRAGMENTED
     assert res.free_milli == 750 and res.fitting_pods == 0

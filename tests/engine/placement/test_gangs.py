@@ -12,13 +12,13 @@ from .helpers import all_used, layout, nodes, req, state, whole
 def test_s7_gang_of_8_with_6_free_waits_then_starts() -> None:
     node_list = nodes(("a", 4), ("b", 4))
     cs = state(node_list)
-    cs.occupy((1, 0), whole("a", 0, 1))
+    cs.occupy((1, 0, 0), whole("a", 0, 1))
     before = all_used(cs, node_list)
     res = cs.place(req(1, pods=8))
     assert res.failure is FailureKind.GANG_WAITING
     assert res.fitting_pods == 6 and res.message == "needs 8 × 1 GPU; 6 fit now"
     assert all_used(cs, node_list) == before  # a failed trial leaves nothing behind
-    cs.vacate((1, 0))
+    cs.vacate((1, 0, 0))
     res = cs.place(req(1, pods=8))
     assert res.ok and len(res.pods) == 8
 
@@ -36,9 +36,9 @@ def test_elastic_scaling(pods: int, min_pods: int, free_gpus: int, placed: int,
                          failure: FailureKind | None) -> None:
     cs = state(nodes(("a", 8), ("b", 8)))
     busy = 16 - free_gpus
-    cs.occupy((1, 0), whole("a", *range(min(busy, 8))))
+    cs.occupy((1, 0, 0), whole("a", *range(min(busy, 8))))
     if busy > 8:
-        cs.occupy((2, 0), whole("b", *range(busy - 8)))
+        cs.occupy((2, 0, 0), whole("b", *range(busy - 8)))
     res = cs.place(req(1, pods=pods, min_pods=min_pods))
     assert res.failure is failure and len(res.pods) == placed
 
@@ -51,8 +51,8 @@ def test_pods_of_a_gang_see_each_other() -> None:
 
 def test_fragmented_gang_message() -> None:
     cs = state(nodes(("a", 2), ("b", 2)))
-    cs.occupy((1, 0), whole("a", 0))
-    cs.occupy((2, 0), whole("b", 0))
+    cs.occupy((1, 0, 0), whole("a", 0))
+    cs.occupy((2, 0, 0), whole("b", 0))
     res = cs.place(req(2, pods=1))
     assert res.failure is FailureKind.FRAGMENTED
     res = cs.place(req(0.75, pods=2))

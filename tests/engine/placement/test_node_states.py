@@ -28,11 +28,11 @@ def test_new_pods_only_on_ready_nodes(states: dict[str, str], capacity: int, fre
 
 def test_existing_work_on_unschedulable_nodes_is_kept() -> None:
     cs = state(nodes(("a", 2), ("b", 2), states={"a": "cordoned", "b": "down"}))
-    cs.occupy((1, 0), whole("a", 0, 1))
-    cs.occupy((2, 0), whole("b", 0))
+    cs.occupy((1, 0, 0), whole("a", 0, 1))
+    cs.occupy((2, 0, 0), whole("b", 0))
     assert cs.device_used("a", 1) == 1000 and cs.device_used("b", 0) == 1000
     with pytest.raises(ValueError, match="1000"):
-        cs.occupy((3, 0), whole("b", 0))
+        cs.occupy((3, 0, 0), whole("b", 0))
     res = cs.place(req(1))
     assert res.failure is FailureKind.WAITING_FOR_CAPACITY
 
@@ -49,8 +49,8 @@ def test_cordoned_counts_for_can_ever_but_down_does_not() -> None:
 def test_bad_input_is_a_value_error() -> None:
     cs = state(nodes(("a", 2)))
     with pytest.raises(ValueError, match="not in pool"):
-        cs.occupy((1, 0), whole("zz", 0))
+        cs.occupy((1, 0, 0), whole("zz", 0))
     with pytest.raises(ValueError, match="no device"):
-        cs.occupy((1, 0), whole("a", 5))
+        cs.occupy((1, 0, 0), whole("a", 5))
     with pytest.raises(ValueError, match="min_pods"):
         cs.place(req(1, pods=2, min_pods=3))

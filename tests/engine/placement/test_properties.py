@@ -42,7 +42,7 @@ def requests(draw: st.DrawFn, owner: int) -> PlacementRequest:
     milli = draw(st.sampled_from([None, None, 333, 1000]))
     return req(gpus if milli is None else 0, pods, draw(st.integers(1, pods)),
                topology=None if topology is None else "rack", mode=topology or "required",
-               owner=(owner, 0), milli=milli)
+               owner=(owner, 0, 0), milli=milli)
 
 
 @dataclass
@@ -69,9 +69,9 @@ def _apply(cs: ClusterState, node_list: list[Node],
     run = Run()
     for kind, target, request in ops:
         if kind == "vacate":
-            cs.vacate((target, 0))
+            cs.vacate((target, 0, 0))
         elif kind == "exit":
-            cs.mark_exiting((target, 0))
+            cs.mark_exiting((target, 0, 0))
         else:
             res = cs.place(request)
             run.results.append(res)
@@ -156,7 +156,7 @@ def test_index_matches_a_naive_scan(node_list: list[Node], data: st.DataObject) 
     avail = _naive_avail(cs, node_list, claims, exiting)
     assert cs.free_milli() == sum(avail.values())
     for milli in (250, 500, 750, 333):
-        res = cs.place(req(0, milli=milli, owner=(99, 0)))
+        res = cs.place(req(0, milli=milli, owner=(99, 0, 0)))
         partial = sorted((a, k) for k, a in avail.items() if milli <= a < 1000)
         if partial:
             assert res.ok and [(p.node, p.devices[0].index) for p in res.pods] == [partial[0][1]]
@@ -232,7 +232,7 @@ def test_fit_probe_agrees_with_taking_owners_out_for_real(
     (and dropping their claims) and asking :meth:`fits` would answer."""
     cs = state(node_list, topology=("rack",))
     _apply(cs, node_list, data.draw(operations()))
-    request = replace(data.draw(requests(99)), owner=(99, 0))
+    request = replace(data.draw(requests(99)), owner=(99, 0, 0))
     domain = data.draw(st.sampled_from([None, ("rack", "r0"), ("rack", "r1")]))
     topo = request.topology
     if topo is not None and topo.mode == "required" and domain is None:
@@ -270,7 +270,7 @@ def test_place_and_occupy_equals_place_then_occupy(
     """Packing once and keeping the pods gives the state (and indexes) that
     placing, undoing and occupying the same placement gives."""
     ops = data.draw(operations())
-    request = replace(data.draw(requests(99)), owner=(99, 0))
+    request = replace(data.draw(requests(99)), owner=(99, 0, 0))
     a, b = state(node_list, topology=("rack",)), state(node_list, topology=("rack",))
     _apply(a, node_list, ops)
     _apply(b, node_list, ops)

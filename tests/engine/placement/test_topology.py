@@ -14,7 +14,7 @@ def _racks_used(res) -> set[str]:  # type: ignore[no-untyped-def]
 
 
 def _fill(cs, node: str, count: int, owner: int) -> None:  # type: ignore[no-untyped-def]
-    cs.occupy((owner, 0), whole(node, *range(count)))
+    cs.occupy((owner, 0, 0), whole(node, *range(count)))
 
 
 def test_required_rack_gang_never_spans_racks() -> None:

@@ -40,7 +40,7 @@ def test_tightest_node(used: dict[str, tuple[int, ...]], gpus: int,
 
 def test_partly_used_device_is_not_free_for_whole_pods() -> None:
     cs = state(nodes(("a", 2)))
-    cs.occupy((1, 0), (pods_on("a", (0, 250), (1, 250)),))
+    cs.occupy((1, 0, 0), (pods_on("a", (0, 250), (1, 250)),))
     res = cs.place(req(1))
     assert res.failure is FailureKind.FRAGMENTED
     assert res.message == "needs 1 GPU; 1.5 GPUs free but at most 0 on any node"
@@ -57,7 +57,7 @@ def test_fragmented_across_nodes_message() -> None:
 
 def test_waiting_for_capacity() -> None:
     cs = state(nodes(("a", 2)))
-    cs.occupy((1, 0), whole("a", 0, 1))
+    cs.occupy((1, 0, 0), whole("a", 0, 1))
     res = cs.place(req(1))
     assert res.failure is FailureKind.WAITING_FOR_CAPACITY
     assert res.message == "needs 1 GPU; 0 GPUs free"

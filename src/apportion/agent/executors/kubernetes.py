@@ -16,7 +16,13 @@
   one entry per completion index) and the annotation ``apportion.io/placement``.
 - Status: Job ``Complete`` → completed; ``Failed`` or a failed pod → failed;
   all pods Running → running; else starting. A Job deleted by a stop → stopped.
-- Inventory: Nodes with allocatable ``nvidia.com/gpu``; type and memory from the
+- Shrink (SPEC 6.5): the Job is an elastic Indexed Job (Kubernetes ≥ 1.27):
+  ``spec.completions`` and ``spec.parallelism`` are patched down together to
+  the pods that stay, so the Job controller removes the highest indexes and
+  never recreates them; then the taken pods are deleted with the grace period.
+  Pods of indexes ≥ ``completions`` count for nothing in the run's status.
+- Inventory: Nodes with allocatable ``nvidia.com/gpu``; their allocatable
+  ``cpu`` and ``memory`` (host resources; absent = not limited); type and memory from the
   GPU feature discovery labels; topology from configured label keys; Ready
   condition → health. GPU pods without the managed-by label are unmanaged usage.
 
@@ -26,115 +32,33 @@ signatures (tests use a fake: no API server runs here; see docs/kubernetes.md).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from lightkube import ApiError
-from lightkube.models.batch_v1 import JobSpec
-from lightkube.models.core_v1 import (
-    Container,
-    EnvVar,
-    ObjectReference,
-    PodSpec,
-    PodTemplateSpec,
-    ResourceRequirements,
-)
+from lightkube.models.core_v1 import ObjectReference
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import CascadeType
 
-from apportion.agent.inventory import DEFAULT_MEMORY
-from apportion.agent.model import NodeInfo, Observed, Run, RunStatus, placement_to_json
+from apportion.agent.executors.kube_job import (
+    GPU,
+    INDEX_ANNOTATION,
+    MANAGED,
+    SCHEDULER_NAME,
+    KubeSettings,
+    build_job,
+    job_name,
+    run_labels,
+)
+from apportion.agent.model import NodeInfo, Observed, Run, RunStatus
+from apportion.domain.errors import ValidationError
+from apportion.domain.host import cpu_quantity, memory_quantity
 
-GPU = "nvidia.com/gpu"
-MANAGED = "apportion.io/managed-by"
-INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-SCHEDULER_NAME = "apportion"
-DEFAULT_TOPOLOGY = {"zone": "topology.kubernetes.io/zone",
-                    "region": "topology.kubernetes.io/region"}
-
-
-@dataclass(frozen=True, slots=True)
-class KubeSettings:
-    namespace: str = "apportion"
-    pool: str = "default"
-    default_image: str | None = None
-    #: pool topology label → node label key it is read from
-    topology_labels: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_TOPOLOGY))
-    gpu_type_label: str = "nvidia.com/gpu.product"
-    gpu_memory_label: str = "nvidia.com/gpu.memory"
-    gpu_memory_mib: int = DEFAULT_MEMORY
-    ttl_seconds_after_finished: int = 3600
-    service_account: str | None = None
-
-
-def job_name(run: Run) -> str:
-    return f"apportion-w{run.workload_id}-a{run.attempt}"
-
-
-def run_labels(run: Run, pool: str) -> dict[str, str]:
-    return {MANAGED: "apportion", "apportion.io/pool": pool, "apportion.io/team": run.exec.team,
-            "apportion.io/workload-id": str(run.workload_id),
-            "apportion.io/attempt": str(run.attempt), "apportion.io/run-id": run.run_id}
-
-
-def build_job(run: Run, s: KubeSettings) -> Job:
-    """The Job for one attempt (pure: no API call)."""
-    image = run.exec.image or s.default_image
-    if not image:
-        raise ValueError("the workload has no image (and the executor no default_image)")
-    command = list(run.exec.command) if run.exec.command else (
-        ["sleep", f"{run.exec.duration:g}"] if run.exec.duration is not None else None)
-    first = run.placement[0]
-    whole = sum(1 for d in first.devices if d.milli == 1000)
-    is_fraction = len(first.devices) == 1 and first.devices[0].milli < 1000
-    annotations = {"apportion.io/placement": json.dumps(placement_to_json(run.placement))}
-    env = {**run.exec.env, "APPORTION_WORKLOAD_ID": str(run.workload_id),
-           "APPORTION_ATTEMPT": str(run.attempt), "APPORTION_RUN_ID": run.run_id,
-           "APPORTION_PODS": str(run.pods), "APPORTION_WORKLOAD_NAME": run.exec.name,
-           "APPORTION_TEAM": run.exec.team,
-           "APPORTION_PLACEMENT": annotations["apportion.io/placement"]}
-    limits: dict[str, str] = {}
-    if is_fraction:
-        milli = first.devices[0].milli
-        memory = milli * s.gpu_memory_mib // 1000
-        env.update(APPORTION_GPU_FRACTION=f"{milli / 1000:g}",
-                   APPORTION_GPU_MEMORY_LIMIT_MIB=str(memory))
-        annotations.update({"apportion.io/gpu-fraction": f"{milli / 1000:g}",
-                            "apportion.io/gpu-memory-mib": str(memory)})
-        indices = {p.devices[0].index for p in run.placement}
-        if len(indices) == 1:
-            env["NVIDIA_VISIBLE_DEVICES"] = str(indices.pop())
-    elif whole:
-        limits[GPU] = str(whole)
-    nodes = run.nodes
-    labels = run_labels(run, s.pool)
-    pod_spec = PodSpec(
-        restartPolicy="Never",
-        containers=[Container(
-            name="workload", image=image, command=command,
-            env=[EnvVar(name=k, value=v) for k, v in sorted(env.items())],
-            resources=ResourceRequirements(limits=limits or None),
-        )],
-        nodeName=nodes[0] if len(nodes) == 1 else None,
-        schedulerName=None if len(nodes) == 1 else SCHEDULER_NAME,
-        serviceAccountName=s.service_account,
-    )
-    return Job(
-        metadata=ObjectMeta(name=job_name(run), namespace=s.namespace, labels=labels,
-                            annotations=annotations),
-        spec=JobSpec(
-            completionMode="Indexed", completions=run.pods, parallelism=run.pods,
-            backoffLimit=0, ttlSecondsAfterFinished=s.ttl_seconds_after_finished,
-            template=PodTemplateSpec(metadata=ObjectMeta(labels=labels,
-                                                         annotations=annotations),
-                                     spec=pod_spec),
-        ),
-    )
+__all__ = ["KubeSettings", "KubernetesExecutor", "build_job", "job_name", "run_labels"]
 
 
 @dataclass(slots=True)
@@ -180,6 +104,7 @@ class KubernetesExecutor:
                 health="ready" if _is_ready(n) else "down",
                 # which physical devices they hold is unknown: count them from the top
                 unavailable=tuple((gpus - 1 - i, 1000) for i in range(used)),
+                cpu_milli=_allocatable(n, "cpu"), memory_mib=_allocatable(n, "memory"),
             ))
         return out
 
@@ -194,6 +119,8 @@ class KubernetesExecutor:
             if err.status.code != 409:  # 409: it exists already (idempotent)
                 self.runs.pop(run.run_id, None)
                 raise
+            if run.stopped:  # adopted after a restart: make sure the shrink happened
+                self._scale_down(run, run.stopped, 0)
 
     def adopt(self, runs: Sequence[Run]) -> None:
         for run in runs:
@@ -208,6 +135,29 @@ class KubernetesExecutor:
             self._delete(Pod, pod.metadata.name, grace_period=int(grace_seconds))
         for job in self.client.list(Job, namespace=self.s.namespace, labels=selector):
             self._delete(Job, job.metadata.name, cascade=CascadeType.BACKGROUND)
+
+    def shrink(self, run_id: str, pods: tuple[int, ...], grace_seconds: float) -> None:
+        """Patch the Job down to the pods that stay, then delete the taken pods."""
+        known = self.runs.get(run_id)
+        if known is None or known.is_stopping:
+            return
+        known.run = replace(known.run, stopped=tuple(sorted({*known.run.stopped, *pods})))
+        self._scale_down(known.run, pods, grace_seconds)
+
+    def _scale_down(self, run: Run, pods: tuple[int, ...], grace_seconds: float) -> None:
+        keep = run.pods_running
+        # Elastic Indexed Job: both fields together, equal (the API refuses otherwise).
+        # Patched before the pods are deleted, so the Job never recreates them.
+        patch = {"spec": {"completions": keep, "parallelism": keep}}
+        try:
+            self.client.patch(Job, job_name(run), patch, namespace=self.s.namespace)
+        except ApiError as err:
+            if err.status.code != 404:
+                raise
+        selector = {MANAGED: "apportion", "apportion.io/run-id": run.run_id}
+        for pod in self.client.list(Pod, namespace=self.s.namespace, labels=selector):
+            if _index(pod) in pods:
+                self._delete(Pod, pod.metadata.name, grace_period=int(grace_seconds))
 
     def poll(self) -> list[Observed]:
         selector = {MANAGED: "apportion", "apportion.io/pool": self.s.pool}
@@ -249,8 +199,8 @@ class KubernetesExecutor:
         for pod in pods:
             if pod.spec.nodeName or pod.spec.schedulerName != SCHEDULER_NAME:
                 continue
-            index = int((pod.metadata.annotations or {}).get(INDEX_ANNOTATION, -1))
-            if not 0 <= index < run.pods:
+            index = _index(pod)
+            if not 0 <= index < run.pods or index in run.stopped:
                 continue
             binding = Pod.Binding(metadata=ObjectMeta(name=pod.metadata.name),
                                   target=ObjectReference(kind="Node", apiVersion="v1",
@@ -286,7 +236,17 @@ class KubernetesExecutor:
                 raise
 
 
+def _index(pod: Any) -> int:
+    """The pod's completion index (-1 when it has none)."""
+    try:
+        return int((pod.metadata.annotations or {}).get(INDEX_ANNOTATION, -1))
+    except ValueError:
+        return -1
+
+
 def _job_status(rid: str, job: Any, pods: list[Any]) -> Observed:
+    wanted = job.spec.completions or 1
+    pods = [p for p in pods if _index(p) < wanted]  # a shrink's pods (gone or going) count not
     for cond in (job.status.conditions if job.status else None) or []:
         if cond.status != "True":
             continue
@@ -298,7 +258,6 @@ def _job_status(rid: str, job: Any, pods: list[Any]) -> Observed:
     if failed:
         return Observed(rid, RunStatus.FAILED, f"pod {failed[0].metadata.name} failed",
                         _exit_code(failed))
-    wanted = job.spec.completions or 1
     running = sum(1 for p in pods if p.status and p.status.phase in ("Running", "Succeeded"))
     if running >= wanted:
         return Observed(rid, RunStatus.RUNNING, f"{running} pod(s) running")
@@ -326,6 +285,21 @@ def _allocatable_gpus(node: Any) -> int:
         return int(str(alloc.get(GPU, "0")))
     except ValueError:
         return 0
+
+
+def _allocatable(node: Any, resource: str) -> int | None:
+    """A node's allocatable ``cpu`` (milli-CPU) or ``memory`` (MiB, rounded down);
+    None when absent or unreadable (then it is not limited)."""
+    alloc = (node.status.allocatable if node.status else None) or {}
+    raw = alloc.get(resource)
+    if raw is None:
+        return None
+    try:
+        if resource == "cpu":
+            return cpu_quantity(str(raw), exact=False)
+        return memory_quantity(str(raw), round_up=False)
+    except ValidationError:
+        return None
 
 
 def _is_ready(node: Any) -> bool:

@@ -20,7 +20,9 @@ fraction of a GPU also ``APPORTION_GPU_FRACTION`` (e.g. ``0.25``),
 daemon runs; otherwise the limit is advisory).
 
 Stopping sends SIGTERM to the pod's process group, then SIGKILL when the grace
-period has passed (checked at every poll).
+period has passed (checked at every poll). A shrink (SPEC 6.5) does the same to
+the taken pods only; the run goes on with the others, the taken pods' exit is
+neither its failure nor its completion, and their logs stay where they are.
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from apportion.agent.inventory import DEFAULT_MEMORY, nvidia_smi_gpus
+from apportion.agent.inventory import DEFAULT_MEMORY, host_resources, nvidia_smi_gpus
 from apportion.agent.model import NodeInfo, Observed, Run, RunStatus
 from apportion.domain.workload import PodPlacement
 
@@ -102,6 +104,12 @@ class _LocalRun:
     is_stopping: bool = False  # stopped by the agent (not a failure)
     failure: str | None = None
     failed_pod: _Pod | None = None
+    #: pods a shrink took: pod index -> SIGKILL deadline
+    shrunk: dict[int, float] = field(default_factory=dict)
+
+    def active_pods(self) -> list[_Pod]:
+        """The pods that shrinks have not taken."""
+        return [p for p in self.pods if p.index not in self.shrunk]
 
 
 class LocalExecutor:
@@ -118,6 +126,8 @@ class LocalExecutor:
         self.labels = dict(labels or {})
         self.clock = clock
         self.runs: dict[str, _LocalRun] = {}
+        #: (milli-CPU, MiB) of this machine, reported as the node's allocatable
+        self.host = host_resources()
         detected = nvidia_smi_gpus() if use_nvidia_smi else None
         if detected:
             self.gpus = gpus if gpus is not None else len(detected)
@@ -140,8 +150,10 @@ class LocalExecutor:
     # -- Executor ---------------------------------------------------------------------------
 
     def inventory(self) -> list[NodeInfo]:
+        """This machine: its GPUs, CPUs and memory."""
+        cpu, memory = self.host
         return [NodeInfo(self.node, self.gpus, self.gpu_type, self.gpu_memory_mib,
-                         self.labels)]
+                         self.labels, cpu_milli=cpu, memory_mib=memory)]
 
     def start(self, run: Run) -> None:
         """Spawn every pod that has no trace yet (a pid or exit file): idempotent."""
@@ -157,7 +169,11 @@ class LocalExecutor:
         for i, pod in enumerate(run.placement):
             base = self.log_dir(run.workload_id, run.attempt) / f"pod-{i}"
             adopted = _find(i, base)
+            if i in run.stopped and adopted is None:
+                continue  # taken by a shrink before it ever ran here
             local.pods.append(adopted or self._spawn(run, i, pod, base, command))
+        if run.stopped:  # adopted after a restart: the grace deadline is lost; kill now
+            self._stop_pods(local, run.stopped, 0.0)
 
     def adopt(self, runs: Sequence[Run]) -> None:
         for run in runs:
@@ -173,6 +189,24 @@ class LocalExecutor:
         local.is_stopping = True
         local.kill_at = self.clock() + max(0.0, grace_seconds)
         for pod in local.pods:
+            with contextlib.suppress(OSError):
+                pod.base.with_suffix(".stop").touch()  # before the signal: see WRAPPER
+            pod.signal(signal.SIGTERM)
+
+    def shrink(self, run_id: str, pods: tuple[int, ...], grace_seconds: float) -> None:
+        """SIGTERM exactly the taken pods, SIGKILL after ``grace_seconds``."""
+        local = self.runs.get(run_id)
+        if local is None or local.is_stopping:
+            return
+        local.run = replace(local.run, stopped=tuple(sorted({*local.run.stopped, *pods})))
+        self._stop_pods(local, pods, grace_seconds)
+
+    def _stop_pods(self, local: _LocalRun, pods: Sequence[int], grace_seconds: float) -> None:
+        deadline = self.clock() + max(0.0, grace_seconds)
+        for pod in local.pods:
+            if pod.index not in pods or pod.index in local.shrunk:
+                continue
+            local.shrunk[pod.index] = deadline
             with contextlib.suppress(OSError):
                 pod.base.with_suffix(".stop").touch()  # before the signal: see WRAPPER
             pod.signal(signal.SIGTERM)
@@ -239,21 +273,25 @@ class LocalExecutor:
         rid = local.run.run_id
         if local.failure is not None and not local.pods:
             return Observed(rid, RunStatus.FAILED, local.failure)
+        now = self.clock()
         for pod in local.pods:
             pod.refresh()
-        if local.kill_at is not None and self.clock() >= local.kill_at:
+            if now >= local.shrunk.get(pod.index, float("inf")):
+                pod.signal(signal.SIGKILL)
+        if local.kill_at is not None and now >= local.kill_at:
             for pod in local.pods:
                 pod.signal(signal.SIGKILL)
         if all(p.is_gone for p in local.pods):
             return self._ended(local)
+        active = local.active_pods()
         if local.failure is None and not local.is_stopping:
-            bad = next((p for p in local.pods if p.is_gone and p.exit_code != 0), None)
+            bad = next((p for p in active if p.is_gone and p.exit_code != 0), None)
             if bad is not None:  # one pod of the gang failed: stop the others
                 local.failure, local.failed_pod = _exit_text(bad), bad
-                local.kill_at = self.clock() + FAILURE_GRACE
+                local.kill_at = now + FAILURE_GRACE
                 for pod in local.pods:
                     pod.signal(signal.SIGTERM)
-        return Observed(rid, RunStatus.RUNNING, f"{len(local.pods)} process(es)")
+        return Observed(rid, RunStatus.RUNNING, f"{len(active)} process(es)")
 
     def _ended(self, local: _LocalRun) -> Observed:
         rid = local.run.run_id
@@ -262,7 +300,7 @@ class LocalExecutor:
         if local.failure is not None:
             code = local.failed_pod.exit_code if local.failed_pod is not None else None
             return Observed(rid, RunStatus.FAILED, local.failure, code)
-        bad = next((p for p in local.pods if p.exit_code != 0), None)
+        bad = next((p for p in local.active_pods() if p.exit_code != 0), None)
         if bad is not None:
             return Observed(rid, RunStatus.FAILED, _exit_text(bad), bad.exit_code)
         return Observed(rid, RunStatus.COMPLETED, "exited 0", 0)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import fnmatch
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,20 @@ class SimExecutor:
             return
         sim.stop_at = self.clock() + min(grace_seconds, self.stop_delay) / self.speed
 
+    def shrink(self, run_id: str, pods: tuple[int, ...], grace_seconds: float) -> None:
+        """The taken pods stop at once (nothing runs); the run goes on with the rest."""
+        sim = self.runs.get(run_id)
+        if sim is None or sim.ended is not None:
+            return
+        sim.run = replace(sim.run, stopped=tuple(sorted({*sim.run.stopped, *pods})))
+
+    def pods_running(self, run_id: str) -> int:
+        """Pods of a run that still run (0 for an unknown or ended run); for tests."""
+        sim = self.runs.get(run_id)
+        if sim is None or sim.ended is not None:
+            return 0
+        return sim.run.pods_running
+
     def poll(self) -> list[Observed]:
         now = self.clock()
         return [self._observe(sim, now) for _rid, sim in sorted(self.runs.items())]
@@ -126,8 +140,7 @@ class SimExecutor:
     def set_node_health(self, node: str, health: str) -> None:
         """``down`` fails every run with a pod on ``node``; ``ready`` brings it back."""
         info = self.nodes[node]
-        self.nodes[node] = NodeInfo(info.name, info.gpus, info.gpu_type, info.gpu_memory_mib,
-                                    info.labels, health, info.unavailable)
+        self.nodes[node] = replace(info, health=health)
         if health == "down":
             for rid, sim in self.runs.items():
                 if node in sim.run.nodes and sim.ended is None:

@@ -11,9 +11,9 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from apportion.api.deps import CtxDep, IdemDep, body_of, envelope, run_command
-from apportion.api.schemas import (
+from apportion.api.schemas import Envelope
+from apportion.api.schemas_agent import (
     DecisionRead,
-    Envelope,
     Heartbeat,
     HeartbeatRead,
     Report,

@@ -12,7 +12,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from apportion.api.deps import BadParam, CtxDep, IdemDep, body_of, run_command
-from apportion.api.schemas import Envelope, LogChunk, LogChunkRead
+from apportion.api.schemas import Envelope
+from apportion.api.schemas_agent import LogChunk, LogChunkRead
 from apportion.service import logs as svc
 
 router = APIRouter(tags=["logs"])

@@ -9,8 +9,10 @@ from types import MappingProxyType
 
 from apportion.domain.workload import Placement, Topology, WorkloadSpec
 
-#: Who occupies or claims devices: (workload id, attempt).
-Owner = tuple[int, int]
+#: Who occupies or claims devices: (workload id, attempt, part). Part 0 is
+#: the attempt's pods; part k > 0 the pods from index k - 1 on that a shrink
+#: took and that still exit (see ``Exiting.part``).
+Owner = tuple[int, int, int]
 
 
 class FailureKind(enum.StrEnum):
@@ -45,7 +47,7 @@ class PlacementRequest:
     topology: Topology | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     gpu_type: str | None = None
-    owner: Owner = (0, 0)
+    owner: Owner = (0, 0, 0)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "node_selector", MappingProxyType(dict(self.node_selector)))

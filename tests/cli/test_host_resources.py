@@ -1,0 +1,26 @@
+"""Host CPU/memory and packing as a user sees them in ``pools list/show`` and
+``nodes list`` (SPEC rev 3, sections 1 and 5: shown, not yet used by placement)."""
+
+from __future__ import annotations
+
+from apportion.client import ApportionClient
+from tests.cli.conftest import Org
+
+
+def test_pools_and_nodes_show_packing_and_host_resources(org: Org) -> None:
+    org.admin.create_pool("gpu", packing="best_fit")
+    agent = ApportionClient(org.url, org.token("agent-gpu", "agent", pool="gpu"))
+    agent.agent_heartbeat("gpu", [
+        {"name": "g1", "gpus": 2, "cpu": 96, "memory_mib": 786432, "health": "ready"},
+        {"name": "g2", "gpus": 2, "health": "ready"}], agent_version="test")
+    pools = org.ok("pools", "list").splitlines()
+    assert pools[0].split()[-1] == "PACKING" and pools[1].split()[-1] == "best_fit"
+    show = org.ok("pools", "show", "gpu").splitlines()
+    assert "packing best_fit" in show[0]
+    assert show[1].split() == ["NODE", "STATE", "CPU", "MEMORY-MIB", "GPU0", "GPU1"]
+    assert show[2].split()[:4] == ["g1", "ready", "96", "786432"]
+    assert show[3].split()[:4] == ["g2", "ready", "-", "-"]  # not stated: not limited
+    nodes = org.ok("nodes", "list", "-o", "wide").splitlines()
+    head = nodes[0].split()
+    g1 = dict(zip(head, nodes[1].split(), strict=False))
+    assert (g1["CPU"], g1["MEMORY-MIB"]) == ("96", "786432")

@@ -154,6 +154,7 @@ def test_submit_form_stores_and_audits_like_rest(site: Site) -> None:
     r = client.post("/submit", data={"csrf": csrf_of(form.text), "name": "from-form",
                                      "team": "nlp", "gpus": "1/4", "pods": "2",
                                      "command": "python train.py --lr 3e-4",
+                                     "cpu": "500m", "memory_mib": "4096",
                                      "requeue_on_preemption": "on"})
     assert r.status_code == 303, r.text
     wid = int(r.headers["location"].rsplit("/", 1)[1])
@@ -161,6 +162,7 @@ def test_submit_form_stores_and_audits_like_rest(site: Site) -> None:
     assert w["submitted_by"] == "nlp-dev" and w["spec"]["gpus"] == 0.25
     assert w["spec"]["pods"] == 2 and w["spec"]["requeue_on_preemption"] is True
     assert w["spec"]["command"] == ["python", "train.py", "--lr", "3e-4"]
+    assert w["spec"]["cpu"] == 0.5 and w["spec"]["memory_mib"] == 4096
     assert any(a["object"] == f"workload/{wid}" for a in _audit(site, "workload.submit"))
 
 
@@ -169,6 +171,8 @@ def test_submit_form_stores_and_audits_like_rest(site: Site) -> None:
     pytest.param("gpus", "0.3", "gpus", id="gpus-not-a-valid-fraction"),
     pytest.param("pods", "two", "pods: must be an integer", id="pods-not-an-integer"),
     pytest.param("team", "research", "leaf teams only", id="team-not-a-leaf"),
+    pytest.param("cpu", "-1", "cpu: must be a multiple of 0.001", id="cpu-negative"),
+    pytest.param("memory_mib", "lots", "memory_mib: must be an integer", id="memory-not-int"),
 ])
 def test_bad_form_value_shows_its_field_error_and_stores_nothing(
     site: Site, field: str, value: str, text: str

@@ -22,6 +22,7 @@ from apportion.service.authz import require_reader
 from apportion.service.context import Ctx
 from apportion.service.insights import event_teams, held
 from apportion.service.views import workload_view
+from apportion.store import codec
 from apportion.store.models import WorkloadRow
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
@@ -45,6 +46,16 @@ class _Waiting:
     submitted_at: int
     spec: _Spec
     is_nominated: bool
+    #: pods x per-pod charge in milli-GPU on this pool's devices (the order counts
+    #: the team's deficit after admitting W)
+    size: int
+
+
+def _size(spec: dict[str, Any], device_mib: int) -> int:
+    gpus, pods = spec.get("gpus"), int(spec.get("pods") or 1)
+    if gpus is not None:  # the common case, without building the whole spec
+        return pods * round(float(gpus) * 1000)
+    return codec.spec_from_dict(spec).size(device_mib)
 
 
 def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[str, Any]:
@@ -55,13 +66,16 @@ def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[
     require_reader(ctx, "queue.read", f"pool/{pool}")
     repo.get_pool(session, ctx.org_id, pool)
     readable = event_teams(session, ctx)
+    device_mib = repo.get_pool(session, ctx.org_id, pool).gpu_memory_mib
     q = select(WorkloadRow.id, WorkloadRow.team, WorkloadRow.wclass, WorkloadRow.priority,
-               WorkloadRow.submitted_at, WorkloadRow.nomination, WorkloadRow.is_hold).where(
+               WorkloadRow.submitted_at, WorkloadRow.nomination, WorkloadRow.is_hold,
+               WorkloadRow.spec).where(
         WorkloadRow.org_id == ctx.org_id, WorkloadRow.is_active.is_(True),
         WorkloadRow.pool == pool, WorkloadRow.status == "Queued")
     queued = [_Waiting(r.id, r.team, int(r.submitted_at), _Spec(r.wclass == "reserved",
                                                                 r.priority),
-                       bool(r.nomination) and not r.is_hold) for r in session.execute(q)]
+                       bool(r.nomination) and not r.is_hold, _size(r.spec, device_mib))
+              for r in session.execute(q)]
     shares = sec_repo.list_entitlements(session, ctx.org_id)
     holding: dict[str, int] = {}
     for team, p, _is_reserved, milli in held(session, ctx.org_id):
@@ -73,7 +87,8 @@ def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[
 
     nominated = sorted((w for w in queued if w.is_nominated), key=lambda w: w.id)
     waiting = [w for w in queued if not w.is_nominated]
-    ordered: list[_Waiting] = [*nominated, *WaitingQueue(waiting, deficit)]  # type: ignore[arg-type]
+    ordered: list[_Waiting] = [*nominated, *WaitingQueue(  # type: ignore[arg-type]
+        waiting, deficit, lambda w: w.size)]
     shown = ordered[:limit]
     rows = {r.id: r for r in wl_repo.workloads_by_ids(session, ctx.org_id,
                                                       [w.id for w in shown])}

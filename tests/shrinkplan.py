@@ -31,18 +31,18 @@ def with_shrink(plan: Plan, snapshot: Snapshot, workload_id: int, take: int, by:
 
 def shrinking_run(real: Callable[..., Plan], workload_id: int, take: int, by: Callable[[], int],
                   grace: int = 0) -> Callable[..., Plan]:
-    """A stand-in for ``service.scheduler._run``: the real cycle, plus one
-    shrink of ``workload_id`` the first time it runs more than ``take`` pods."""
-    done: list[bool] = []
+    """A stand-in for ``service.scheduler._run``: the real cycle, plus a shrink of
+    ``workload_id`` by ``take`` pods while the snapshot shows it Running with all
+    its pods. The snapshot decides (not a flag here): a plan whose commit was
+    refused as stale is recomputed, and must shrink again."""
 
     def run(loaded):  # type: ignore[no-untyped-def]
         plan = real(loaded)
         w = next((w for w in loaded.snapshot.workloads if w.id == workload_id), None)
-        if done or w is None or w.status is not Status.RUNNING or len(w.placement) <= take:
+        if w is None or w.status is not Status.RUNNING or len(w.placement) < w.spec.pods:
             return plan
         if plan.for_workload(workload_id):  # the engine decided about it itself
             return plan
-        done.append(True)
         return with_shrink(plan, loaded.snapshot, workload_id, take, by(), grace)
 
     return run

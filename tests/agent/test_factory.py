@@ -27,6 +27,11 @@ from tests.agent.test_local import _run
 
 H100 = "0, NVIDIA H100 80GB HBM3, 81559\n1, NVIDIA H100 80GB HBM3, 81559\n"
 
+#: What the local executor reports of this machine: its CPUs and memory.
+MACHINE = (len(os.sched_getaffinity(0)) * 1000,
+           int(next(line for line in Path("/proc/meminfo").read_text().splitlines()
+                    if line.startswith("MemTotal:")).split()[1]) // 1024)
+
 
 # -- the configuration file -------------------------------------------------------------------
 
@@ -127,7 +132,8 @@ def test_local_executor_takes_its_gpus_from_nvidia_smi(tmp_path: Path,
     _fake_nvidia_smi(tmp_path / "bin", f"printf '{H100}'", monkeypatch)
     ex = LocalExecutor.from_config({"node": "box"}, tmp_path / "data")
     assert ex.source == "nvidia-smi"
-    assert ex.inventory() == [NodeInfo("box", 2, "NVIDIA H100 80GB HBM3", 81559, {})]
+    assert ex.inventory() == [NodeInfo("box", 2, "NVIDIA H100 80GB HBM3", 81559, {},
+                                       cpu_milli=MACHINE[0], memory_mib=MACHINE[1])]
     limited = LocalExecutor.from_config({"node": "box", "gpus": 1}, tmp_path / "data")
     assert limited.inventory()[0].gpus == 1  # the configuration may use fewer
     off = LocalExecutor.from_config({"node": "box", "nvidia_smi": False, "gpus": 3},
@@ -141,7 +147,8 @@ def test_local_from_config(tmp_path: Path) -> None:
     ex = LocalExecutor.from_config({"node": "gpu7", "gpus": 2, "gpu_type": "l4",
                                     "gpu_memory_mib": 24000, "labels": {"rack": "r9"},
                                     "nvidia_smi": False}, tmp_path)
-    assert ex.inventory() == [NodeInfo("gpu7", 2, "l4", 24000, {"rack": "r9"})]
+    assert ex.inventory() == [NodeInfo("gpu7", 2, "l4", 24000, {"rack": "r9"},
+                                       cpu_milli=MACHINE[0], memory_mib=MACHINE[1])]
     assert ex.log_dir(3, 2) == tmp_path / "logs" / "w3" / "a2"
 
 

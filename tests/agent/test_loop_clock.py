@@ -36,8 +36,8 @@ class MemoryApi:
         return Page(items, next_token=str(items[-1]["id"]) if items else str(cursor))
 
     def agent_report(self, workload_id: int, attempt: int, run_id: str, status: str, *,
-                     message: str | None = None,
-                     exit_code: int | None = None) -> dict[str, Any]:
+                     message: str | None = None, exit_code: int | None = None,
+                     pods_running: int | None = None) -> dict[str, Any]:
         self.reports.append({"run_id": run_id, "status": status, "message": message})
         return {"accepted": True}
 

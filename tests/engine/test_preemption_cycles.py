@@ -74,11 +74,11 @@ def _capped_pair() -> World:
     the cap keeps out. Shares: a 3.25, b 2.75."""
     w = World().pool(nodes=4, gpus=4)
     w.team("t1", limit=50, main=4).team("a", "t1").team("b", "t1")
-    w.submit("f0", "b", 0.75, pods=2, priority=50, requeue_on_preemption=True)
-    w.submit("f5", "a", 0.25, pods=2, priority=75)
-    w.submit("f8", "b", 0.75, pods=3, priority=50)
+    w.submit("f0", "b", 0.75, pods=2, priority=50, requeue_on_preemption=True, running=True)
+    w.submit("f5", "a", 0.25, pods=2, priority=75, running=True)
+    w.submit("f8", "b", 0.75, pods=3, priority=50, running=True)
     w.submit("f11", "a", 1, pods=3, priority=50, requeue_on_preemption=True)
-    w.settle()
+    w.settle()  # f11 preempts f0 (b is over its share once f11 is counted); f0 waits
     return w
 
 

@@ -104,3 +104,52 @@ def test_host_resources_round_trip_through_the_stored_spec() -> None:
     assert codec.spec_from_dict(data) == spec
     old = {k: v for k, v in data.items() if k not in ("cpu", "memory_mib")}
     assert codec.spec_from_dict(old).cpu_milli == 0  # a spec stored before revision 3
+
+
+def test_0004_and_0005_give_existing_rows_their_defaults(backend_url: str) -> None:
+    """Rows written before shrinks and host resources upgrade to: exiting part 0
+    (the whole attempt), decisions without pods, workloads without preemptions,
+    pools packing fragmentation, nodes not limited."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from apportion.store.db import alembic_config
+
+    db = Database(backend_url)
+    try:
+        cfg = alembic_config()
+        with db.engine.connect() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "0003")
+            conn.execute(text("INSERT INTO organizations (slug, name, is_system, version, "
+                              "sched_version, teams_version, last_cycle, created_at) "
+                              "VALUES ('o', 'O', false, 1, 0, 0, 0, 0)"))
+            org = conn.execute(text("SELECT id FROM organizations")).scalar_one()
+            conn.execute(text(
+                "INSERT INTO exiting (org_id, workload_id, attempt, team, pool, placement, "
+                "exits_at) VALUES (:o, 5, 1, 't', 'main', '[]', 10)"), {"o": org})
+            conn.execute(text(
+                "INSERT INTO agent_decisions (org_id, pool, kind, workload_id, attempt, run_id, "
+                "placement, exec, created_at) VALUES (:o, 'main', 'stop', 5, 1, 'w5-a1', '[]', "
+                "'{}', 0)"), {"o": org})
+            conn.execute(text(
+                "INSERT INTO pools (org_id, name, gpu_memory_mib, topology, start_delay, "
+                "preemption_grace, agent_status, version, created_at) "
+                "VALUES (:o, 'main', 81920, '[]', 0, 0, 'never', 1, 0)"), {"o": org})
+            conn.execute(text(
+                "INSERT INTO nodes (org_id, pool, name, gpus, gpu_memory_mib, labels, health, "
+                "cordoned, unavailable, version) "
+                "VALUES (:o, 'main', 'n1', 8, 81920, '{}', 'ready', false, '[]', 1)"),
+                {"o": org})
+            conn.commit()
+        db.migrate()
+        with db.engine.connect() as conn:
+            assert conn.execute(text("SELECT part FROM exiting")).scalar_one() == 0
+            pods = conn.execute(text("SELECT pods FROM agent_decisions")).scalar_one()
+            assert pods in ([], "[]")
+            assert conn.execute(text("SELECT packing FROM pools")).scalar_one() == \
+                "fragmentation"
+            node = conn.execute(text("SELECT cpu_milli, memory_mib FROM nodes")).one()
+            assert tuple(node) == (None, None)
+    finally:
+        db.dispose()

@@ -1,11 +1,12 @@
 """The waiting work of a pool in the order the engine considers it (SPEC 6 step 2).
 
 The order is the engine's own ``WaitingQueue`` (reserved first, priority,
-the team's share deficit, submission time, id) fed with the deficits of the
-last cycle: entitlement minus the GPUs the team holds in the pool now. The
-cycle re-reads deficits as it admits work, so this is the order at the start
-of the next cycle. Workloads nominated for GPUs that victims are still
-freeing are not in that order (they wait for the victims); they come first.
+the team's share deficit after admitting the workload, submission time, id)
+fed with the deficits of the last cycle: entitlement minus the GPUs the team
+holds in the pool now. The cycle re-reads deficits as it admits work, so this
+is the order at the start of the next cycle. Workloads nominated for GPUs that
+victims are still freeing are not in that order (they wait for the victims);
+they come first.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from apportion.domain.quantities import parse_gpu_request
 from apportion.engine.order import WaitingQueue
 from apportion.service.authz import require_reader
 from apportion.service.context import Ctx
 from apportion.service.insights import event_teams, held
 from apportion.service.views import workload_view
-from apportion.store import codec
 from apportion.store.models import WorkloadRow
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
@@ -46,16 +47,14 @@ class _Waiting:
     submitted_at: int
     spec: _Spec
     is_nominated: bool
-    #: pods x per-pod charge in milli-GPU on this pool's devices (the order counts
-    #: the team's deficit after admitting W)
-    size: int
+    #: pods x per-pod charge in this pool (6.2 reads the deficit after admitting it)
+    size: int = 0
 
 
 def _size(spec: dict[str, Any], device_mib: int) -> int:
-    gpus, pods = spec.get("gpus"), int(spec.get("pods") or 1)
-    if gpus is not None:  # the common case, without building the whole spec
-        return pods * round(float(gpus) * 1000)
-    return codec.spec_from_dict(spec).size(device_mib)
+    """pods x per-pod charge of a stored spec on devices of ``device_mib``."""
+    request = parse_gpu_request(spec.get("gpus"), spec.get("gpu_memory_mib"))
+    return int(spec.get("pods", 1)) * request.charge(device_mib)
 
 
 def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[str, Any]:
@@ -64,9 +63,8 @@ def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[
     and ``team`` are None for work the caller may not read (its place in line
     still shows); ``pending`` counts work not routed to a pool yet."""
     require_reader(ctx, "queue.read", f"pool/{pool}")
-    repo.get_pool(session, ctx.org_id, pool)
-    readable = event_teams(session, ctx)
     device_mib = repo.get_pool(session, ctx.org_id, pool).gpu_memory_mib
+    readable = event_teams(session, ctx)
     q = select(WorkloadRow.id, WorkloadRow.team, WorkloadRow.wclass, WorkloadRow.priority,
                WorkloadRow.submitted_at, WorkloadRow.nomination, WorkloadRow.is_hold,
                WorkloadRow.spec).where(
@@ -87,8 +85,8 @@ def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[
 
     nominated = sorted((w for w in queued if w.is_nominated), key=lambda w: w.id)
     waiting = [w for w in queued if not w.is_nominated]
-    ordered: list[_Waiting] = [*nominated, *WaitingQueue(  # type: ignore[arg-type]
-        waiting, deficit, lambda w: w.size)]
+    line = WaitingQueue(waiting, deficit, lambda w: w.size)  # type: ignore[arg-type, attr-defined]
+    ordered: list[_Waiting] = [*nominated, *line]  # type: ignore[list-item]
     shown = ordered[:limit]
     rows = {r.id: r for r in wl_repo.workloads_by_ids(session, ctx.org_id,
                                                       [w.id for w in shown])}

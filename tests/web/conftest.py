@@ -106,6 +106,16 @@ def site(sqlite_template: tuple[Path, Demo], tmp_path: Path) -> Iterator[Site]:
     yield from _open_site(f"sqlite:///{tmp_path / 'apportion.db'}", demo)
 
 
+@pytest.fixture(scope="session")
+def ro_site(sqlite_template: tuple[Path, Demo], tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[Site]:
+    """One copy of the demo database shared by the tests that change nothing."""
+    template, demo = sqlite_template
+    path = tmp_path_factory.mktemp("web-ro") / "apportion.db"
+    shutil.copy(template, path)
+    yield from _open_site(f"sqlite:///{path}", demo)
+
+
 @pytest.fixture
 def any_site(backend_url: str) -> Iterator[Site]:  # noqa: F811
     """The demo organization built fresh on SQLite and on PostgreSQL."""

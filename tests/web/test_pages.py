@@ -36,14 +36,16 @@ def test_every_page_renders_for_an_admin(any_site: Site) -> None:
         assert "Traceback" not in r.text
 
 
-def test_live_refresh_renders_only_the_live_region(site: Site) -> None:
+def test_live_refresh_renders_only_the_live_region(ro_site: Site) -> None:
+    site = ro_site
     client = site.as_admin()
     r = client.get("/workloads", headers={"HX-Request": "true", "HX-Target": "live"})
     assert r.status_code == 200
     assert r.text.lstrip().startswith('<div id="live"') and "<header" not in r.text
 
 
-def test_without_a_session_pages_redirect_to_login(site: Site) -> None:
+def test_without_a_session_pages_redirect_to_login(ro_site: Site) -> None:
+    site = ro_site
     r = site.api.get("/workloads?status=Running", follow_redirects=False)
     assert r.status_code == 303
     assert r.headers["location"] == "/login?next=%2Fworkloads%3Fstatus%3DRunning"
@@ -52,7 +54,8 @@ def test_without_a_session_pages_redirect_to_login(site: Site) -> None:
     assert site.api.get("/login").status_code == 200
 
 
-def test_session_cookie_is_signed_httponly_and_strict(site: Site) -> None:
+def test_session_cookie_is_signed_httponly_and_strict(ro_site: Site) -> None:
+    site = ro_site
     client = login(site.app, ADMIN_TOKEN)
     page = client.get("/login")
     nonce = csrf_of(page.text)
@@ -151,6 +154,7 @@ def test_submit_form_stores_and_audits_like_rest(site: Site) -> None:
     r = client.post("/submit", data={"csrf": csrf_of(form.text), "name": "from-form",
                                      "team": "nlp", "gpus": "1/4", "pods": "2",
                                      "command": "python train.py --lr 3e-4",
+                                     "cpu": "500m", "memory_mib": "4096",
                                      "requeue_on_preemption": "on"})
     assert r.status_code == 303, r.text
     wid = int(r.headers["location"].rsplit("/", 1)[1])
@@ -158,6 +162,7 @@ def test_submit_form_stores_and_audits_like_rest(site: Site) -> None:
     assert w["submitted_by"] == "nlp-dev" and w["spec"]["gpus"] == 0.25
     assert w["spec"]["pods"] == 2 and w["spec"]["requeue_on_preemption"] is True
     assert w["spec"]["command"] == ["python", "train.py", "--lr", "3e-4"]
+    assert w["spec"]["cpu"] == 0.5 and w["spec"]["memory_mib"] == 4096
     assert any(a["object"] == f"workload/{wid}" for a in _audit(site, "workload.submit"))
 
 
@@ -166,6 +171,8 @@ def test_submit_form_stores_and_audits_like_rest(site: Site) -> None:
     pytest.param("gpus", "0.3", "gpus", id="gpus-not-a-valid-fraction"),
     pytest.param("pods", "two", "pods: must be an integer", id="pods-not-an-integer"),
     pytest.param("team", "research", "leaf teams only", id="team-not-a-leaf"),
+    pytest.param("cpu", "-1", "cpu: must be a multiple of 0.001", id="cpu-negative"),
+    pytest.param("memory_mib", "lots", "memory_mib: must be an integer", id="memory-not-int"),
 ])
 def test_bad_form_value_shows_its_field_error_and_stores_nothing(
     site: Site, field: str, value: str, text: str
@@ -182,7 +189,8 @@ def test_bad_form_value_shows_its_field_error_and_stores_nothing(
     assert after["total_count"] == before["total_count"]
 
 
-def test_preview_is_a_dry_run_that_stores_nothing(site: Site) -> None:
+def test_preview_is_a_dry_run_that_stores_nothing(ro_site: Site) -> None:
+    site = ro_site
     client = site.as_admin()
     csrf = csrf_of(client.get("/submit").text)
     r = client.post("/submit/preview", data={"csrf": csrf, "name": "p", "team": "nlp",
@@ -223,21 +231,23 @@ def test_hostile_names_are_escaped(site: Site) -> None:
     pytest.param("/workloads?limit=500", "limit: 500 is out of range", id="limit"),
     pytest.param("/pools/main/queue?limit=x", "limit: 'x' is not a whole number", id="q-limit"),
 ])
-def test_bad_query_values_get_a_400_page_naming_the_field(site: Site, path: str,
+def test_bad_query_values_get_a_400_page_naming_the_field(ro_site: Site, path: str,
                                                           text: str) -> None:
-    r = site.as_admin().get(path)
+    r = ro_site.as_admin().get(path)
     assert r.status_code == 400 and text in html.unescape(r.text)
     assert "Traceback" not in r.text
 
 
-def test_unknown_objects_are_404_pages(site: Site) -> None:
+def test_unknown_objects_are_404_pages(ro_site: Site) -> None:
+    site = ro_site
     client = site.as_admin()
     for path in ("/workloads/999999", "/pools/nope", "/pools/nope/queue"):
         r = client.get(path)
         assert r.status_code == 404 and "not found" in r.text, path
 
 
-def test_usage_csv_has_a_row_per_team(site: Site) -> None:
+def test_usage_csv_has_a_row_per_team(ro_site: Site) -> None:
+    site = ro_site
     r = site.as_admin().get("/usage.csv?hours=1")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
     assert "attachment" in r.headers["content-disposition"]

@@ -28,7 +28,8 @@ def test_vendored_files_match_their_recorded_sha256() -> None:
     assert on_disk == set(files) | {f["license_file"] for f in files.values()}
 
 
-def test_assets_are_served_with_long_cache_headers(site: Site) -> None:
+def test_assets_are_served_with_long_cache_headers(ro_site: Site) -> None:
+    site = ro_site
     html = site.as_admin().get("/").text
     urls = re.findall(r'(?:src|href)="(/static/[^"]+)"', html)
     assert len(urls) == 6 and all("?h=" in u for u in urls)

@@ -25,8 +25,8 @@ from apportion.web.session import Session
 router = APIRouter()
 FIELDS = ("name", "team", "class", "priority", "gpus", "gpu_memory_mib", "pods", "min_pods",
           "gang", "topology", "topology_mode", "pool", "gpu_type", "command", "image",
-          "duration", "requeue_on_preemption")
-INTS = ("priority", "gpu_memory_mib", "pods", "min_pods", "duration")
+          "duration", "cpu", "memory_mib", "requeue_on_preemption")
+INTS = ("priority", "gpu_memory_mib", "pods", "min_pods", "duration", "memory_mib")
 
 
 def _number(field: str, raw: str) -> float | int:
@@ -53,6 +53,11 @@ def body_from_form(form: dict[str, str]) -> dict[str, Any]:
                 raise ValidationError(key, f"must be an integer, got {f[key]!r}") from None
     if f["gpus"]:
         body["gpus"] = _number("gpus", f["gpus"])
+    if f["cpu"]:
+        raw = f["cpu"]
+        # Kubernetes' millicores (500m) as well as cores (0.5, 8), as submit --cpu takes
+        body["cpu"] = (_number("cpu", raw[:-1]) / 1000 if raw.endswith("m")
+                       else _number("cpu", raw))
     if f["gang"] in ("yes", "no"):
         body["gang"] = f["gang"] == "yes"
     if f["topology"]:

@@ -3,7 +3,6 @@ idempotency, and the response envelope."""
 
 from __future__ import annotations
 
-import base64
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from apportion.domain.errors import ValidationError
+from apportion.service import cursors
 from apportion.service.commands import Idempotency, Result, execute
 from apportion.service.context import Ctx
 from apportion.service.control import ControlPlane
@@ -93,21 +93,9 @@ async def idempotency(
 IdemDep = Annotated[Idempotency | None, Depends(idempotency)]
 
 
-def encode_cursor(after: int | None) -> str | None:
-    if after is None:
-        return None
-    return base64.urlsafe_b64encode(f"a:{after}".encode()).decode().rstrip("=")
-
-
 def decode_cursor(token: str | None) -> int | None:
-    if not token:
-        return None
     try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        kind, _, value = raw.partition(":")
-        if kind != "a":
-            raise ValueError(raw)
-        return int(value)
+        return cursors.decode_cursor(token)
     except ValueError:
         raise BadParam("next_token", "is not a cursor returned by this API") from None
 
@@ -147,7 +135,7 @@ def envelope(
     request: Request, data: Any, *, status: int = 200, next_after: int | None = None,
     total: int | None = None, replayed: bool = False, next_token: str | None = None,
 ) -> JSONResponse:
-    token = next_token if next_token is not None else encode_cursor(next_after)
+    token = next_token if next_token is not None else cursors.encode_cursor(next_after)
     body = {
         "data": data,
         "metadata": {"next_token": token, "total_count": total},

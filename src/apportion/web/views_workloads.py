@@ -3,7 +3,6 @@ and cancel."""
 
 from __future__ import annotations
 
-import base64
 import time
 from typing import Any
 
@@ -12,7 +11,7 @@ from fastapi.responses import RedirectResponse, Response
 from sqlalchemy.orm import Session as DbSession
 from starlette.concurrency import run_in_threadpool
 
-from apportion.service import insights
+from apportion.service import cursors, insights
 from apportion.service import logs as logs_svc
 from apportion.service import workloads as svc
 from apportion.service.authz import require_cancel
@@ -40,22 +39,9 @@ SORTS = {"id": "id", "priority": "priority", "wait": "wait", "age": "age", "gpus
 LOG_TAIL = 64 * 1024
 
 
-def encode_cursor(after: int | None) -> str | None:
-    """The API's cursor format (api/deps.py), so a page URL and an API call agree."""
-    if after is None:
-        return None
-    return base64.urlsafe_b64encode(f"a:{after}".encode()).decode().rstrip("=")
-
-
 def decode_cursor(token: str | None) -> int | None:
-    if not token:
-        return None
     try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        kind, _, value = raw.partition(":")
-        if kind != "a":
-            raise ValueError(raw)
-        return int(value)
+        return cursors.decode_cursor(token)
     except ValueError:
         raise PageError(400, "Invalid input", "next_token: is not a cursor returned by this "
                         "API") from None
@@ -131,7 +117,7 @@ def workloads(request: Request, sess: SessionDep, next_token: str | None = None,
                 for w in res.items]
         q = request.query_params
         return {"nav": "workloads", "rows": _sorted(rows, sort), "total": res.total,
-                "next_token": encode_cursor(res.next_after), "statuses": STATUSES,
+                "next_token": cursors.encode_cursor(res.next_after), "statuses": STATUSES,
                 "chosen": f.statuses, "sort": sort, "is_first": not next_token,
                 "form": {k: q.get(k, "") for k in ("team", "pool", "class", "submitter", "q")}}
 

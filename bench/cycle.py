@@ -130,11 +130,11 @@ def build(scale: float, seed: int = 7) -> Snapshot:
         reserved = reserved_used[team] < tree.reservation(team, POOL) * 0.8
         spec = running_spec(rng, i, team, reserved)
         wid += 1
-        req = PlacementRequest.for_spec(spec, pool.gpu_memory_mib, (wid, 1))
+        req = PlacementRequest.for_spec(spec, pool.gpu_memory_mib, (wid, 1, 0))
         res = cluster.place(req)
         if not res.ok:
             continue
-        cluster.occupy((wid, 1), res.pods)
+        cluster.occupy((wid, 1, 0), res.pods)
         if spec.is_reserved:
             reserved_used[team] += req.charge * req.pods
         w = submitted(wid, spec, 0)
@@ -291,9 +291,9 @@ def preemption_case() -> tuple[float, int, dict[str, int]]:
             wid += 1
             spec = make_spec(name=f"e{wid}", team=team, gpus=gpus,
                              priority=rng.choice([10, 30, 50]), node_selector=None)
-            req = replace(PlacementRequest.for_spec(spec, 81920, (wid, 1)))
+            req = replace(PlacementRequest.for_spec(spec, 81920, (wid, 1, 0)))
             res = cluster.place(req)
-            cluster.occupy((wid, 1), res.pods)
+            cluster.occupy((wid, 1, 0), res.pods)
             w = transition(submitted(wid, spec, 0), Status.QUEUED, 0, pool=POOL)
             w = transition(w, Status.STARTING, 0, placement=res.pods)
             states.append(transition(w, Status.RUNNING, 0))

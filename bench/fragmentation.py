@@ -176,7 +176,7 @@ def apportion_placer(nodes: list[tuple[str, int, str]], mode: str,
                 if cs.device_used(pod_p.node, d.index) == 0:
                     full_free[pod_p.node] -= 1
         counter[0] += 1
-        cs.occupy((counter[0], 0), placement)
+        cs.occupy((counter[0], 0, 0), placement)
         milli = sum(p.milli for p in placement)
         if not a.whole or pod.num_gpu == 1:
             overreserved[0] += milli - pod.num_gpu * pod.gpu_milli

@@ -46,7 +46,7 @@ def run_apportion(nodes: list[Node], reqs: list[PlacementRequest]) -> tuple[floa
     for i, r in enumerate(reqs):
         res = cs.place(r)
         if res.ok:
-            cs.occupy((i, 0), res.pods)
+            cs.occupy((i, 0, 0), res.pods)
             placed += 1
     return time.perf_counter() - start, placed, cs.counters.as_dict()
 
@@ -81,7 +81,7 @@ def gang_ms(repeats: int) -> float:
              for r in range(10) for i in range(64)]
     cs = ClusterState(Pool("p", topology=("rack",)), nodes)
     for r in range(5):
-        cs.occupy((1000 + r, 0), (PodPlacement(f"r{r}n00", (DeviceShare(0, 1000),)),))
+        cs.occupy((1000 + r, 0, 0), (PodPlacement(f"r{r}n00", (DeviceShare(0, 1000),)),))
     req = PlacementRequest(pods=512, min_pods=512, charge=1000, whole_devices=1,
                            topology=Topology("rack"))
     times = []

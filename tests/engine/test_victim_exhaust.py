@@ -1,4 +1,4 @@
-"""The failure shortcut of victim searches (engine/victim_exhaust.py) is exact:
+"""The failure shortcut of victim searches (engine/preemption/exhaust.py) is exact:
 it says "W would fit on the greedy's final set" exactly when the greedy
 finds a victim set, and the cycle's decisions are the same with and without it."""
 
@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apportion.domain.cluster import NodeState
-from apportion.engine import preemption
-from apportion.engine.victim_exhaust import exhaustion_fits
+from apportion.engine.preemption import search as preemption
+from apportion.engine.preemption.exhaust import exhaustion_fits
 from tests.engine.harness import NoFixedPoint, World
 from tests.engine.test_cycle_properties import complete_and_advance, same_org, submit_step
 

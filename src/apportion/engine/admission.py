@@ -10,8 +10,8 @@ from apportion.domain.workload import Placement
 from apportion.engine import explain
 from apportion.engine.placement import PlacementResult
 from apportion.engine.plan import Decision, DecisionKind
-from apportion.engine.preemption import VictimSet, search_victims
-from apportion.engine.working import PoolState, WorkingState, owner_of, owners_of, parts_of
+from apportion.engine.preemption.search import VictimSet, search_victims
+from apportion.engine.working_state import PoolState, WorkingState, owner_of, owners_of, parts_of
 
 
 class Admission:

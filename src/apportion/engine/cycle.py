@@ -19,11 +19,11 @@ from apportion.domain.reasons import Reason, ReasonCode
 from apportion.domain.workload import Placement, WorkloadSpec
 from apportion.engine import explain
 from apportion.engine.admission import Admission
-from apportion.engine.order import WaitingQueue, routing_key
 from apportion.engine.plan import Decision, DecisionKind, Plan
 from apportion.engine.routing import Router
 from apportion.engine.snapshot import CycleConfig, Snapshot
-from apportion.engine.working import PoolState, WorkingState, owner_of
+from apportion.engine.waiting_order import WaitingQueue, routing_key
+from apportion.engine.working_state import PoolState, WorkingState, owner_of
 
 
 def run_cycle(snapshot: Snapshot, config: CycleConfig) -> Plan:

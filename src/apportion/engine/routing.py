@@ -16,7 +16,7 @@ from apportion.domain.reasons import Reason, ReasonCode
 from apportion.engine import explain
 from apportion.engine.admission import Admission
 from apportion.engine.plan import Decision, DecisionKind
-from apportion.engine.working import PoolState, WorkingState
+from apportion.engine.working_state import PoolState, WorkingState
 
 _NO_COST = (0, 0, 0, 0, "")
 Score = tuple[int, tuple[int, int, int, int, str], int, Fraction | int, str]

@@ -39,10 +39,10 @@ import heapq
 from collections.abc import Callable
 
 from apportion.domain.lifecycle import WorkloadState
-from apportion.engine.placement.probe import FitProbe
-from apportion.engine.victim_index import PodVictim, candidate
-from apportion.engine.victim_order import NOMINATION, VictimIndex
-from apportion.engine.working import PoolState, WorkingState, freed_by
+from apportion.engine.placement.fit_probe import FitProbe
+from apportion.engine.preemption.index import PodVictim, candidate
+from apportion.engine.preemption.order import NOMINATION, VictimIndex
+from apportion.engine.working_state import PoolState, WorkingState, freed_by
 
 
 class _Taking:

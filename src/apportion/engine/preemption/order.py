@@ -16,7 +16,7 @@ import heapq
 from collections.abc import Callable, Iterable
 
 from apportion.domain.lifecycle import WorkloadState
-from apportion.engine.victim_index import (
+from apportion.engine.preemption.index import (
     NOMINATION,
     RUNNING,
     STARTING,

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 
 from apportion.domain.cluster import Node, NodeState, Pool
 from apportion.domain.workload import Placement
-from apportion.engine.placement.index import FULL, ScopeIndex
+from apportion.engine.placement.scope_index import FULL, ScopeIndex
 from apportion.engine.placement.types import Owner
 
 #: A node filter: (gpu type or None, sorted node-selector items).

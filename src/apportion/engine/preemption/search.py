@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.domain.workload import Placement, TopologyMode, WorkloadClass, WorkloadSpec
 from apportion.engine.placement import Owner, PlacementRequest
-from apportion.engine.placement.probe import FitProbe
-from apportion.engine.victim_bounds import Reach, outranks, reach, viable
-from apportion.engine.victim_exhaust import exhaustion_fits
-from apportion.engine.victim_index import Item, PodVictim, candidate
-from apportion.engine.victim_order import (
+from apportion.engine.placement.fit_probe import FitProbe
+from apportion.engine.preemption.bounds import Reach, outranks, reach, viable
+from apportion.engine.preemption.exhaust import exhaustion_fits
+from apportion.engine.preemption.index import Item, PodVictim, candidate
+from apportion.engine.preemption.order import (
     NOMINATION,
     RUNNING,
     STARTING,
@@ -26,7 +26,7 @@ from apportion.engine.victim_order import (
     VictimIndex,
     VictimQueue,
 )
-from apportion.engine.working import (
+from apportion.engine.working_state import (
     PoolState,
     WorkingState,
     freed_by,

@@ -20,7 +20,7 @@ from apportion.domain.lifecycle import Exiting, WorkloadState
 from apportion.engine.cycle import _Cycle
 from apportion.engine.plan import DecisionKind, Plan
 from apportion.engine.snapshot import CycleConfig, Snapshot
-from apportion.engine.working import WorkingState
+from apportion.engine.working_state import WorkingState
 
 
 class CycleCache:

@@ -17,12 +17,10 @@ from apportion.domain.cluster import Pool
 from apportion.domain.lifecycle import Exiting, Status, WorkloadState
 from apportion.domain.org import OrgTree
 from apportion.domain.workload import Placement
-from apportion.engine.fairshare import DemandBook, DemandItem, Entitlements
-from apportion.engine.fairshare_fill import index_pool
-from apportion.engine.ledger import Ledger
+from apportion.engine.fairshare.demand import DemandBook, DemandItem, Entitlements
+from apportion.engine.fairshare.fill import index_pool
 from apportion.engine.placement import ClusterState, Owner, PlacementRequest
-from apportion.engine.snapshot import Snapshot
-from apportion.engine.victim_index import (
+from apportion.engine.preemption.index import (
     NOMINATION,
     RUNNING,
     STARTING,
@@ -30,6 +28,8 @@ from apportion.engine.victim_index import (
     VictimIndex,
     split_pods,
 )
+from apportion.engine.snapshot import Snapshot
+from apportion.engine.usage_ledger import Ledger
 
 if TYPE_CHECKING:
     from apportion.domain.reasons import Reason
@@ -387,7 +387,7 @@ class WorkingState:
             other.forget(wid)
             self._never.pop((wid, name), None)
 
-    # -- cycles on a kept state (see engine/cache.py) --------------------------
+    # -- cycles on a kept state (see engine/kept_state.py) --------------------------
     def begin_cycle(
         self,
         snapshot: Snapshot,

@@ -39,7 +39,8 @@ from typing import NamedTuple, TypeVar
 
 from apportion.domain.errors import ValidationError
 from apportion.domain.org import OrgTree
-from apportion.engine.fairshare_fill import (
+from apportion.engine.fairshare.buckets import BucketGrant, BucketTotals, grant_buckets
+from apportion.engine.fairshare.fill import (
     ROOT,
     Grants,
     LevelFill,
@@ -50,8 +51,7 @@ from apportion.engine.fairshare_fill import (
     grant_all,
     index_pool,
 )
-from apportion.engine.fairshare_reserved import LeafOrder, OrderKey, TopGrant
-from apportion.engine.fairshare_steps import BucketGrant, BucketTotals, grant_buckets
+from apportion.engine.fairshare.reserved import LeafOrder, OrderKey, TopGrant
 
 __all__ = ["DemandBook", "DemandItem", "Entitlements", "entitlements"]
 

@@ -204,20 +204,22 @@ def test_lumpy_burst_starts_the_small_jobs_and_preempts_nothing() -> None:
     assert not w.preempted() and w.code("big") == "FAIR_SHARE"
 
 
-def test_a_team_keeps_its_own_submission_order() -> None:
-    """The deficit after admission decides between teams; a team's own work at
-    one priority keeps its submission order (docs/scheduling.md, "Order"), so
-    its big job is not overtaken forever by its own later small ones."""
+def test_each_workload_competes_with_its_own_deficit_after_admission() -> None:
+    """SPEC 6.2 (rev 3): W's own size is counted, so a team's small job goes
+    before its own earlier big one (docs/scheduling.md, "Order")."""
     w = World().pool(nodes=1, gpus=4).team("a").team("b")
     w.submit("x", "b", 2, running=True)
     w.submit("big", "a", 2)
     w.submit("small", "a", 1)
     w.submit("other", "b", 1)
     w.cycle()
-    # a's deficit after admitting big: 2 - 0 - 2 = 0; b's after other: 2 - 2 - 1 = -1.
-    assert w.status("big") == "Running" and w.status("small") == "Queued"
+    # Entitled to 2 each. After admitting: small 2 - 0 - 1 = 1, big 2 - 0 - 2 = 0,
+    # other 2 - 2 - 1 = -1: small first; then big (2 - 1 - 2 = -1) ties with
+    # other (-1) and was submitted first, but only one GPU is left: it waits,
+    # other takes it.
     starts = [d.workload_id for d in w.plans[-1].decisions if d.kind.value == "start"]
-    assert starts == [w.names["big"]]
+    assert starts == [w.names["small"], w.names["other"]]
+    assert w.status("big") == "Queued" and w.code("big") is not None
 
 
 def test_prune_repeats_until_no_victim_can_be_spared() -> None:

@@ -8,12 +8,13 @@ decision means the same thing everywhere.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from apportion.domain.lifecycle import (
     Exiting,
     Status,
     WorkloadState,
+    evolve,
     pods_phrase,
     requeue,
     shrink,
@@ -113,21 +114,21 @@ def effect(w: WorkloadState, d: Decision, now: int, cause: str) -> Effect:
         new = transition(w, Status.PENDING, now, cause, msg, pool=None, reason=d.reason,
                          nomination=(), is_hold=False, head_since=None)
     elif kind is DecisionKind.MOVE:
-        new = replace(w, pool=d.pool, reason=d.reason, nomination=(), is_hold=False,
+        new = evolve(w, pool=d.pool, reason=d.reason, nomination=(), is_hold=False,
                       head_since=None)
     elif kind is DecisionKind.START:
         new = transition(w, Status.STARTING, now, cause, msg or "admitted and placed",
                          placement=d.placement, pool=d.pool or w.pool, head_since=None)
     elif kind is DecisionKind.NOMINATE:
-        new = replace(w, nomination=d.placement, is_hold=False, reason=d.reason)
+        new = evolve(w, nomination=d.placement, is_hold=False, reason=d.reason)
     elif kind is DecisionKind.HOLD:
-        new = replace(w, nomination=d.placement, is_hold=True, reason=d.reason)
+        new = evolve(w, nomination=d.placement, is_hold=True, reason=d.reason)
     elif kind is DecisionKind.DENOMINATE:
-        new = replace(w, nomination=(), is_hold=False, reason=d.reason)
+        new = evolve(w, nomination=(), is_hold=False, reason=d.reason)
     elif w.reason == d.reason and w.head_since == d.head_since:
         new = w  # WAIT: only the reason (and when it became head of line) change
     else:
-        new = replace(w, reason=d.reason, head_since=d.head_since)
+        new = evolve(w, reason=d.reason, head_since=d.head_since)
     return Effect(new)
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from apportion.domain.lifecycle import WorkloadState
 from apportion.domain.workload import Placement
 from apportion.engine.placement import PlacementResult
+from apportion.engine.pool_state import PoolState
 from apportion.engine.preemption.search import VictimSet, search_victims
 from apportion.engine.statement import Statement
-from apportion.engine.working_state import PoolState, WorkingState
+from apportion.engine.working_state import WorkingState
 
 
 class Admission:

@@ -32,13 +32,15 @@ from apportion.domain.workload import Placement, WorkloadSpec
 from apportion.engine import explain
 from apportion.engine.admission import Admission
 from apportion.engine.apply import cycle_cause
+from apportion.engine.owners import owner_of
 from apportion.engine.plan import Decision, DecisionKind, Plan
+from apportion.engine.pool_state import PoolState
 from apportion.engine.preemption.search import VictimSet
 from apportion.engine.routing import Router
 from apportion.engine.snapshot import CycleConfig, Snapshot
 from apportion.engine.statement import Statement
 from apportion.engine.waiting_order import WaitingQueue, routing_key
-from apportion.engine.working_state import PoolState, WorkingState, owner_of
+from apportion.engine.working_state import WorkingState
 
 
 def run_cycle(snapshot: Snapshot, config: CycleConfig) -> Plan:

@@ -8,7 +8,7 @@ from apportion.domain.lifecycle import WorkloadState
 from apportion.domain.quantities import format_gpus as _format_gpus
 from apportion.domain.reasons import Reason, ReasonCode
 from apportion.engine.placement import FailureKind, PlacementResult
-from apportion.engine.working_state import PoolState
+from apportion.engine.pool_state import PoolState
 
 _BY_FAILURE = {
     FailureKind.NO_NODE_FITS: ReasonCode.NO_ELIGIBLE_POOL,

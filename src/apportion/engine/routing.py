@@ -15,7 +15,8 @@ from apportion.domain.reasons import Reason, ReasonCode
 from apportion.domain.workload import Placement
 from apportion.engine import explain
 from apportion.engine.admission import Admission
-from apportion.engine.working_state import PoolState, WorkingState
+from apportion.engine.pool_state import PoolState
+from apportion.engine.working_state import WorkingState
 
 _NO_COST = (0, 0, 0, 0, "")
 Score = tuple[int, tuple[int, int, int, int, str], int, Fraction | int, str]

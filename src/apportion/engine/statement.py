@@ -22,14 +22,10 @@ from apportion.domain.reasons import Reason
 from apportion.domain.workload import Placement, placement_milli
 from apportion.engine import explain
 from apportion.engine.apply import effect
+from apportion.engine.owners import owner_of, owners_of, parts_of
 from apportion.engine.plan import Decision, DecisionKind
-from apportion.engine.working_state import (
-    PoolState,
-    WorkingState,
-    owner_of,
-    owners_of,
-    parts_of,
-)
+from apportion.engine.pool_state import PoolState
+from apportion.engine.working_state import WorkingState
 
 
 @dataclass(frozen=True, slots=True)

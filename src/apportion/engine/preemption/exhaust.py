@@ -39,10 +39,12 @@ import heapq
 from collections.abc import Callable
 
 from apportion.domain.lifecycle import WorkloadState
+from apportion.engine.owners import freed_by
 from apportion.engine.placement.fit_probe import FitProbe
+from apportion.engine.pool_state import PoolState
 from apportion.engine.preemption.index import PodVictim, candidate
 from apportion.engine.preemption.order import NOMINATION, VictimIndex
-from apportion.engine.working_state import PoolState, WorkingState, freed_by
+from apportion.engine.working_state import WorkingState
 
 
 class _Taking:

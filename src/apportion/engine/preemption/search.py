@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.domain.workload import Placement, TopologyMode, WorkloadClass, WorkloadSpec
+from apportion.engine.owners import freed_by, owner_of, parts_of
 from apportion.engine.placement import Owner, PlacementRequest
 from apportion.engine.placement.fit_probe import FitProbe
+from apportion.engine.pool_state import PoolState
 from apportion.engine.preemption.bounds import Reach, outranks, reach, viable
 from apportion.engine.preemption.exhaust import exhaustion_fits
 from apportion.engine.preemption.index import Item, PodVictim, candidate
@@ -26,13 +28,7 @@ from apportion.engine.preemption.order import (
     VictimIndex,
     VictimQueue,
 )
-from apportion.engine.working_state import (
-    PoolState,
-    WorkingState,
-    freed_by,
-    owner_of,
-    parts_of,
-)
+from apportion.engine.working_state import WorkingState
 
 RESERVED = WorkloadClass.RESERVED
 

@@ -85,7 +85,7 @@ def crowded(draw: st.DrawFn) -> tuple[World, list[dict], list[dict], int | None]
 def greedy_checked(counts: dict[Any, int]) -> Iterator[None]:
     """Run searches the plain way (shortcut off) and check, before each greedy,
     that the shortcut's answer is the greedy's outcome."""
-    original = preemption.VictimSearch._greedy
+    original = preemption.greedy
 
     def checked(self: preemption.VictimSearch, dom: Any, free: int) -> Any:
         index = self.ps.victims
@@ -106,7 +106,7 @@ def greedy_checked(counts: dict[Any, int]) -> Iterator[None]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(preemption.VictimSearch, "shortcut_failures", False)
-        mp.setattr(preemption.VictimSearch, "_greedy", checked)
+        mp.setattr(preemption, "greedy", checked)
         yield
 
 

@@ -7,6 +7,7 @@ from apportion.domain.workload import Placement
 from apportion.engine.placement import PlacementResult
 from apportion.engine.pool_state import PoolState
 from apportion.engine.preemption.search import VictimSet, search_victims
+from apportion.engine.snapshot import ALL_SHORTCUTS, Shortcuts
 from apportion.engine.statement import Statement
 from apportion.engine.working_state import WorkingState
 
@@ -18,8 +19,11 @@ class Admission:
     :class:`~apportion.engine.statement.Statement`.
     """
 
-    def __init__(self, ws: WorkingState, stmt: Statement) -> None:
+    def __init__(
+        self, ws: WorkingState, stmt: Statement, shortcuts: Shortcuts = ALL_SHORTCUTS
+    ) -> None:
         self.ws = ws
+        self.shortcuts = shortcuts
         self.stmt = stmt
         self.bump = stmt.bump
         self._failed: dict[tuple[object, ...], int] = {}
@@ -66,7 +70,9 @@ class Admission:
     def hold_placement(self, ps: PoolState, w: WorkloadState) -> Placement | None:
         """Starvation hold (SPEC 6.7): the placement that waits for the fewest,
         cheapest workloads to end, or None when none could ever be held."""
-        found = search_victims(self.ws, ps, w, for_hold=True, counter=self._count_search)
+        found = search_victims(
+            self.ws, ps, w, for_hold=True, counter=self._count_search, shortcuts=self.shortcuts
+        )
         return None if found is None else found.placement
 
     def _count_search(self, examined: int) -> None:
@@ -81,7 +87,7 @@ class Admission:
         generation): it would examine the same candidates and fail the same way.
         """
         key: tuple[object, ...] | None = None
-        if not w.nomination:
+        if not w.nomination and self.shortcuts.failed_search_memo:
             spec = w.spec
             key = (ps.pool.name, w.team, spec.wclass, spec.priority, ps.charge(w),
                    spec.request.whole_devices, spec.pods, spec.min_pods, spec.topology,
@@ -89,7 +95,9 @@ class Admission:
             if self._failed.get(key) == self.stmt.generation:
                 self.bump("victim_searches_skipped")
                 return None
-        found = search_victims(self.ws, ps, w, counter=self._count_search)
+        found = search_victims(
+            self.ws, ps, w, counter=self._count_search, shortcuts=self.shortcuts
+        )
         if found is None and key is not None:
             self._failed[key] = self.stmt.generation
         return found

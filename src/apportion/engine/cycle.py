@@ -56,7 +56,7 @@ class _Cycle:
         self.config = config
         self.ws = ws if ws is not None else WorkingState(snapshot)
         self.stmt = Statement(self.ws, snapshot.now, cycle_cause(config.cycle_id))
-        self.adm = Admission(self.ws, self.stmt)
+        self.adm = Admission(self.ws, self.stmt, config.shortcuts)
         self.router = Router(self.ws, self.adm)
 
     def run(self) -> Plan:

@@ -66,10 +66,10 @@ def greedy(
             return s.eligible(v) and s._touches(v, dom)
 
     is_filtered = dom is not None and sub is None
-    if (not is_filtered and not s.w.spec.is_reserved
+    if (s.shortcuts.first_pick and not is_filtered and not s.w.spec.is_reserved
             and not _can_take_now(s, index) and not s.fit(dom, free)):
         return None, free  # the queue's first pick would find nothing
-    if (s.shortcut_failures and s._probe is not None and not is_filtered
+    if (s.shortcuts.exhaust and s._probe is not None and not is_filtered
             and not s.w.spec.is_reserved):
         fits, looked = exhaustion_fits(
             s.ws, s.ps, s.w, index, s.eligible,

@@ -27,6 +27,7 @@ from apportion.engine.preemption.order import (
     Verdict,
 )
 from apportion.engine.preemption.prune import prune
+from apportion.engine.snapshot import ALL_SHORTCUTS, Shortcuts
 from apportion.engine.working_state import WorkingState
 
 RESERVED = WorkloadClass.RESERVED
@@ -64,14 +65,12 @@ class VictimSearch:
     placed workload may be "waited for", no 6.4 test, no quota.
     """
 
-    #: Decide searches that must fail without running the greedy
-    #: (victim_exhaust.py). Off only in tests that compare the two.
-    shortcut_failures = True
-
     def __init__(
-        self, ws: WorkingState, ps: PoolState, w: WorkloadState, *, for_hold: bool = False
+        self, ws: WorkingState, ps: PoolState, w: WorkloadState, *, for_hold: bool = False,
+        shortcuts: Shortcuts = ALL_SHORTCUTS,
     ) -> None:
         self.ws, self.ps, self.w, self.for_hold = ws, ps, w, for_hold
+        self.shortcuts = shortcuts
         ps.victims.set_now(ws.snapshot.now)  # 6.5's work lost is read now
         spec = w.spec
         self.pods = spec.min_pods if spec.min_pods < spec.pods else spec.pods
@@ -114,7 +113,7 @@ class VictimSearch:
     def _teams(self) -> list[str]:
         """Teams worth looking at: all, or, for elastic W, only those that could
         ever pass 6.4 in this search."""
-        if self.for_hold or self.w.spec.is_reserved:
+        if self.for_hold or self.w.spec.is_reserved or not self.shortcuts.bounds:
             return self.ps.victims.teams()
         return self._reachable_teams()
 
@@ -275,7 +274,7 @@ class VictimSearch:
     # -- the search --------------------------------------------------------------
     def run(self) -> VictimSet | None:
         """Cheapest victim set over the candidate domains, or None."""
-        if not self.for_hold and not self._viable():
+        if not self.for_hold and self.shortcuts.bounds and not self._viable():
             return None
         topo = self.w.spec.topology
         domains: list[tuple[str, str] | None] = [None]
@@ -395,10 +394,10 @@ class VictimSearch:
 
 def search_victims(
     ws: WorkingState, ps: PoolState, w: WorkloadState, *, for_hold: bool = False,
-    counter: Callable[[int], None] | None = None,
+    counter: Callable[[int], None] | None = None, shortcuts: Shortcuts = ALL_SHORTCUTS,
 ) -> VictimSet | None:
     """Run a :class:`VictimSearch`; ``counter`` receives the work done."""
-    search = VictimSearch(ws, ps, w, for_hold=for_hold)
+    search = VictimSearch(ws, ps, w, for_hold=for_hold, shortcuts=shortcuts)
     result = search.run()
     if counter is not None:
         counter(search.examined)

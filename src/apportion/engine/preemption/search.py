@@ -100,6 +100,9 @@ class VictimSearch:
         self._out: dict[tuple[int, int], tuple[list[Owner], int]] = {}
         self._pods_out: dict[int, set[int]] = {}
         self._cands: dict[Item, WorkloadState] = {}
+        #: Own-team victims taken while the team was over the same-team rule
+        #: (see greedy.py); cleared with every search of a domain.
+        self.own_taken: set[tuple[int, int]] = set()
 
     # -- candidates ------------------------------------------------------------
     def eligible(self, v: WorkloadState) -> bool:
@@ -302,6 +305,7 @@ class VictimSearch:
         self._verdicts.clear()
         self._out.clear()
         self._pods_out.clear()
+        self.own_taken.clear()
         if not self.for_hold:
             self._move(self.w.spec, self.need)
         free = cluster.free_milli(owner_of(self.w), allow_exiting=True)

@@ -245,7 +245,7 @@ class DemandBook:
 
         The dicts returned are fresh (the caller changes them). When all buckets
         fit in the capacity, each top-level subtree is done on its own and kept
-        until its demand changes (fairshare_steps explains why that is exact).
+        until its demand changes (fairshare/buckets.py explains why that is exact).
         """
         index = self._index
         if self._buckets > capacity:  # the pool capacity may bind: the whole pool at once

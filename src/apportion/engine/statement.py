@@ -239,7 +239,7 @@ class Statement:
         milli = placement_milli(placement)
         self.ws.count(ps, w, milli)
         self.touched.add(w.team)
-        reason = explain.preempting_reason(ps, w, victims, freed)
+        reason = explain.preempting_reason(ps, w, victims, freed, placement)
         nominated = self._record(Decision(
             DecisionKind.NOMINATE, w.id, ps.pool.name, placement, reason=reason, milli=milli,
         ))

@@ -291,3 +291,23 @@ def test_work_lost_is_read_at_the_cycle_s_time() -> None:
         return name
     assert victim(120) == "big"
     assert victim(150) == "one"
+
+
+def test_a_burst_still_takes_back_what_it_lent_in_the_same_cycle() -> None:
+    """SPEC 6.2 orders by priority before the deficit, and entitlements never
+    stop work from using free GPUs: y's priority-50 jobs fill x's idle
+    reservation first, then x's priority-30 jobs take it back (6.4) in the same
+    cycle. Kept as the spec's outcome; docs/scheduling.md ("What a burst still
+    preempts") proposes ordering work within its entitlement first."""
+    w = World().pool(nodes=1, gpus=8).team("x", main=4).team("y")
+    for i in range(8):
+        w.submit(f"y{i}", "y", 1, priority=50)
+    for i in range(4):
+        w.submit(f"x{i}", "x", 1, priority=30)
+    plan = w.cycle()
+    started = {d.workload_id for d in plan.decisions if d.kind.value == "start"}
+    taken = [d.workload_id for d in plan.decisions if d.kind.value == "preempt"]
+    assert len(taken) == 4 and set(taken) <= started
+    assert {w.names[f"y{i}"] for i in range(8)} >= set(taken)
+    w.settle()
+    assert w.running("x") == ["x0", "x1", "x2", "x3"] and len(w.running("y")) == 4

@@ -180,6 +180,15 @@ class ClusterState:
                 return False
         return True
 
+    def exiting_on(self, placement: Placement) -> list[Owner]:
+        """Owners whose exiting pods (preempted, in their grace) hold devices of
+        ``placement``, sorted. Scans the owners: for messages, not hot paths."""
+        devices = set(self._shares(placement))
+        return sorted(
+            owner for owner, records in self._book.occupancy.items()
+            if any(is_exiting and g in devices for g, _milli, is_exiting in records)
+        )
+
     # -- queries ----------------------------------------------------------------
     def place(
         self,

@@ -235,6 +235,10 @@ class DeviceBook:
         if new == old:
             return
         self.avail[g] = new
+        self._reindex(g, node, old, new)
+
+    def _reindex(self, g: int, node: int, old: int, new: int) -> None:
+        """Device ``g`` of ``node`` went from ``old`` to ``new`` milli available."""
         if old == FULL or new == FULL:
             devs = self.full_devs[node]
             if node not in self._dirty:

@@ -3,7 +3,8 @@ a fixed sample of the preemption, fair-share and placement code against the
 fast engine and domain tests, and this test holds the score (docs/testing.md,
 "Mutation testing", has the full run and the survivors).
 
-Slow (minutes: about 130 mutants on 2 workers), so marked ``slow``; it runs in
+Slow (134 mutants on 2 workers: about 4.5 CPU-minutes, 11 minutes of wall time
+on this 2-core machine under a load of 6), so marked ``slow``; it runs in
 ``./scripts/test`` and so in CI."""
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The sampled score was 76.6 % (261 mutants, before the tests written for
-#: survivors); a drop below this means tests stopped checking something.
-MIN_SCORE = 70.0
+#: The sample scored 79.1 % (106 of 134 killed; docs/testing.md); the margin
+#: is for Hypothesis properties, which draw new examples in every run.
+MIN_SCORE = 75.0
 
 
 @pytest.mark.slow

@@ -143,6 +143,7 @@ def rate_of(strategy: st.SearchStrategy[tuple[World, list[dict]]], examples: int
                                   for p in ran.preemptions)
 
     run()
+    assert seen["examples"] * 2 >= examples, seen  # the sample really ran
     return seen
 
 

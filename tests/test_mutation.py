@@ -6,8 +6,11 @@ fast engine and domain tests, and this test holds the score (docs/testing.md,
 Slow (about 140 mutants on 2 workers: 4.5 CPU-minutes of tests after a
 test-to-function mapping run of one to several minutes; 11-25 minutes of wall
 time on this shared 2-core machine under a load of 4-7, so an estimated 5 on
-a quiet one), so marked ``slow``: ``-m "not slow"`` leaves it out; it runs in
-``./scripts/test`` and so in CI."""
+a quiet one; 17+ minutes at a load of 3 on 2026-12-02). That is more than the
+whole rest of the suite, whose budget in CI is 15 minutes, so it runs only
+when asked: ``APPORTION_MUTATION=1 ./scripts/test tests/test_mutation.py``
+(or ``scripts/mutation --ci`` itself). Otherwise it is skipped, with that
+reason in the summary."""
 
 from __future__ import annotations
 
@@ -28,6 +31,10 @@ MIN_SCORE = 75.0
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("APPORTION_MUTATION") != "1",
+    reason="the sampled mutation run takes 5-35 min: set APPORTION_MUTATION=1 to run it",
+)
 @pytest.mark.timeout(1800)
 def test_the_sampled_engine_mutants_are_killed() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

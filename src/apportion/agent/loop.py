@@ -172,6 +172,10 @@ class Agent:
         rid = rec.run.run_id
         if rec.phase == "stopping":
             if obs.status.is_final:
+                # The control plane ended this attempt already; saying that the
+                # run has exited frees its devices there before the grace is over.
+                self._queue(rec, "failed", obs.message or "stopped after a stop decision",
+                            obs.exit_code)
                 self.state.mark_done(rid)
                 self.executor.forget(rid)
                 return True

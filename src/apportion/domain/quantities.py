@@ -141,6 +141,12 @@ def gpus_number(milli: int | Fraction) -> int | float:
     return round(float(value), 3)
 
 
+def count_of(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 workload``, ``2 workloads``, ``0 preemptions``: the count and its
+    noun, singular only for exactly one."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def format_gpus(milli: int | Fraction) -> str:
     """Milli-GPU as a short human string: ``8``, ``0.25``, ``28.8``."""
     number = gpus_number(milli)

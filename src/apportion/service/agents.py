@@ -190,6 +190,7 @@ def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
     if note == "duplicate":
         return {**out, "accepted": True, "note": "already applied"}
     if note:
+        note += _exited(session, ctx, wid, attempt, target)
         audit.record(session, ctx, "agent.report", f"workload/{wid}", outcome="ignored",
                      message=note, after=dict(body))
         return {**out, "accepted": False, "note": note}
@@ -208,6 +209,17 @@ def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
                  before={"status": status.value}, after={"status": new.status.value})
     repo.bump_sched_version(session, ctx.org_id)
     return {**out, "status": row.status, "accepted": True, "note": ""}
+
+
+def _exited(session: Session, ctx: Ctx, wid: int, attempt: int, target: Status) -> str:
+    """A final report for an attempt the control plane has already ended (a
+    preempted victim whose agent has now seen it exit): its devices are free at
+    once, so a workload nominated on them starts in the next cycle instead of
+    waiting out the pool's whole preemption grace."""
+    if not target.is_terminal or wl_repo.end_exiting(session, ctx.org_id, wid, attempt) == 0:
+        return ""
+    repo.bump_sched_version(session, ctx.org_id)
+    return "; it has exited, its devices are free"
 
 
 def _shrink_done(

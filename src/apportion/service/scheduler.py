@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from apportion.domain.lifecycle import WorkloadState
+from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.engine.apply import Applied, apply_plan
 from apportion.engine.plan import DecisionKind, Plan
 from apportion.engine.snapshot import CycleConfig
@@ -191,7 +191,9 @@ class Scheduler:
             fresh = new.events[len(before.events):]
             new = phys.state(new, physical=True, known_attempts=len(before.attempts))
             codec.state_to_row(new, row, now)
-            events += lifecycle_rows(org_id, wid, row.team, fresh, now, row.name)
+            held = len(new.placement) if new.status in (Status.STARTING, Status.RUNNING) else 0
+            events += lifecycle_rows(org_id, wid, row.team, fresh, now, row.name,
+                                     pool=new.pool, pods_running=held)
             if not fresh and new.reason != before.reason and new.reason is not None:
                 events.append(event_row(
                     org_id, "workload.reason", cause=f"cycle {plan.cycle_id}",

@@ -134,6 +134,15 @@ def list_exiting(session: Session, org_id: int) -> list[ExitingRow]:
     return list(session.scalars(q))
 
 
+def end_exiting(session: Session, org_id: int, workload_id: int, attempt: int) -> int:
+    """Forget the exiting devices of one attempt (its agent saw it exit); returns
+    how many entries there were."""
+    result = session.execute(delete(ExitingRow).where(
+        ExitingRow.org_id == org_id, ExitingRow.workload_id == workload_id,
+        ExitingRow.attempt == attempt))
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 def clear_exiting(session: Session, org_id: int) -> None:
     session.execute(delete(ExitingRow).where(ExitingRow.org_id == org_id))
 

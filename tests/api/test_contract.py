@@ -174,3 +174,13 @@ def test_swagger_ui_is_served_from_the_package(api: Api) -> None:
     recorded = {e["file"] for e in record["files"]} | {e["license_file"] for e in record[
         "files"]} | {e["notice_file"] for e in record["files"]}
     assert on_disk == recorded
+
+
+def test_setting_a_zero_reservation_where_there_is_none_is_not_a_500(api: Api) -> None:
+    """Found by schemathesis: ``PUT /v1/reservations/T/P {"gpus": 0}`` with no reservation."""
+    api.org()
+    assert api.ok("PUT", "/v1/reservations/nlp/main", json={"gpus": 0})["gpus"] == 0
+    assert api.ok("GET", "/v1/reservations") == []
+    api.ok("PUT", "/v1/reservations/production/main", json={"gpus": 2})
+    api.ok("PUT", "/v1/reservations/production/main", json={"gpus": 0})
+    assert api.ok("GET", "/v1/reservations") == []

@@ -19,6 +19,7 @@ from apportion.domain.errors import (
     ValidationError,
     did_you_mean,
 )
+from apportion.domain.org import SLUG_ALLOWED, SLUG_RE
 from apportion.service import audit
 from apportion.service.errors import (
     Conflict,
@@ -70,7 +71,7 @@ def _problem(err: Any) -> tuple[str, str, str | None]:
         return _field(loc), str(err.get("msg")), str(ctx.get("allowed"))
     allowed: str | None = ctx.get("allowed")
     message = str(err.get("msg", "invalid"))
-    if kind in ("int_type", "int_parsing", "int_from_float"):
+    if kind in ("int_type", "int_parsing", "int_from_float", "int_parsing_size"):
         message, allowed = f"must be an integer, got {got!r}", allowed or "an integer"
     elif kind in ("string_type",):
         message = f"must be a string, got {got!r}"
@@ -90,6 +91,10 @@ def _problem(err: Any) -> tuple[str, str, str | None]:
                  str(ctx.get("expected", "")).replace(" or ", ", ").split(",") if w.strip()]
         allowed = ", ".join(words)
         message = f"{got!r} is not allowed{did_you_mean(str(got), words)}"
+    elif kind == "string_pattern_mismatch":
+        message = f"{got!r} is not allowed"
+        allowed = SLUG_ALLOWED if ctx.get("pattern") == SLUG_RE.pattern else str(
+            ctx.get("pattern"))
     elif kind == "missing":
         message = "is required"
     elif kind in ("model_type", "model_attributes_type", "dict_type"):

@@ -20,7 +20,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
-    StrictInt,
     StrictStr,
     model_validator,
 )
@@ -29,6 +28,7 @@ from pydantic_core import PydanticCustomError
 from apportion.domain import limits
 from apportion.domain.errors import did_you_mean
 from apportion.domain.host import ALLOWED_CPU, ALLOWED_MEMORY
+from apportion.domain.org import SLUG_RE
 from apportion.domain.quantities import ALLOWED_GPUS
 from apportion.domain.workload import TopologyMode, WorkloadClass
 
@@ -59,6 +59,19 @@ def _number_in(lo: float, hi: float, allowed: str | None = None, want: str | Non
     return BeforeValidator(check)
 
 
+def _json_int(value: object) -> object:
+    """A JSON integer: ``4`` or ``4.0`` (JSON Schema's ``integer`` is any number
+    without a fraction), never ``true`` or ``"4"``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("int_type", "must be an integer, got {got}",
+                                  {"got": repr(value)})
+    return value
+
+
+#: An integer as JSON Schema reads one; bounds come from ``_int``.
+JsonInt = Annotated[int, BeforeValidator(_json_int)]  # type: ignore[misc]
+
+
 def _int(lo: int, hi: int, description: str | None = None) -> Any:
     return Field(ge=lo, le=hi, description=description)
 
@@ -81,9 +94,11 @@ Days = Annotated[float | int, _number_in(0, 36500),
                  Field(json_schema_extra={"minimum": 0, "maximum": 36500})]
 EpochSeconds = Annotated[float | int, _number_in(0, 253402300799),
                          Field(json_schema_extra={"minimum": 0, "maximum": 253402300799})]
-Version = Annotated[StrictInt, _int(0, limits.MAX_INT64, "the version you read; 409 if stale")]
-Seconds = Annotated[StrictInt, _int(0, limits.MAX_SECONDS, "seconds")]
+Version = Annotated[JsonInt, _int(0, limits.MAX_INT64, "the version you read; 409 if stale")]
+Seconds = Annotated[JsonInt, _int(0, limits.MAX_SECONDS, "seconds")]
 Slug = Annotated[StrictStr, Field(min_length=1, max_length=63)]
+#: A team slug: a DNS label (``domain/org.py``).
+TeamSlug = Annotated[StrictStr, Field(min_length=1, max_length=63, pattern=SLUG_RE.pattern)]
 Name = Annotated[StrictStr, Field(min_length=1, max_length=255)]
 Label = Annotated[StrictStr, Field(min_length=1, max_length=255)]
 StrMap = dict[Annotated[StrictStr, Field(max_length=255)], Annotated[StrictStr,
@@ -181,18 +196,18 @@ class OrgCreated(BaseModel):
 
 # -- teams and reservations ---------------------------------------------------------
 class TeamCreate(Strict):
-    slug: Slug
+    slug: TeamSlug
     name: Name | None = None
-    parent: Slug | None = None
-    bursting_priority: Annotated[StrictInt, _int(1, 10)] = 1
-    burst_limit_percent: Annotated[StrictInt, _int(0, 1_000_000)] | None = None
+    parent: TeamSlug | None = None
+    bursting_priority: Annotated[JsonInt, _int(1, 10)] = 1
+    burst_limit_percent: Annotated[JsonInt, _int(0, 1_000_000)] | None = None
 
 
 class TeamUpdate(Strict):
     name: Name | None = None
-    parent: Slug | None = None
-    bursting_priority: Annotated[StrictInt, _int(1, 10)] | None = None
-    burst_limit_percent: Annotated[StrictInt, _int(0, 1_000_000)] | None = None
+    parent: TeamSlug | None = None
+    bursting_priority: Annotated[JsonInt, _int(1, 10)] | None = None
+    burst_limit_percent: Annotated[JsonInt, _int(0, 1_000_000)] | None = None
     version: Version | None = None
 
 
@@ -223,7 +238,7 @@ class ReservationRead(BaseModel):
 
 
 # -- pools, nodes, capacity -----------------------------------------------------------
-DeviceMib = Annotated[StrictInt, _int(1, limits.MAX_GPU_MEMORY_MIB, "MiB per device")]
+DeviceMib = Annotated[JsonInt, _int(1, limits.MAX_GPU_MEMORY_MIB, "MiB per device")]
 Packing = Literal["fragmentation", "best_fit"]
 
 
@@ -332,13 +347,13 @@ class WorkloadCreate(Strict):
     """SPEC section 3. Values are checked by the domain (errors name the field)."""
 
     name: Name
-    team: Slug
+    team: TeamSlug
     class_: WorkloadClass = Field(default=WorkloadClass.ELASTIC, alias="class")
-    priority: Annotated[StrictInt, _int(0, 1000, "reserved 100-1000, elastic 0-99")] | None = None
+    priority: Annotated[JsonInt, _int(0, 1000, "reserved 100-1000, elastic 0-99")] | None = None
     gpus: PodGpus | None = None
     gpu_memory_mib: DeviceMib | None = None
-    pods: Annotated[StrictInt, _int(1, limits.MAX_PODS)] = 1
-    min_pods: Annotated[StrictInt, _int(1, limits.MAX_PODS)] | None = None
+    pods: Annotated[JsonInt, _int(1, limits.MAX_PODS)] = 1
+    min_pods: Annotated[JsonInt, _int(1, limits.MAX_PODS)] | None = None
     gang: StrictBool | None = None
     topology: TopologyModel | None = None
     gpu_type: Label | None = None

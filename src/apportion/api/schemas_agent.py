@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StrictInt, StrictStr
+from pydantic import BaseModel, Field, StrictStr
 
 from apportion.api.schemas import (
     Cores,
     DeviceMib,
+    JsonInt,
     Label,
     PodPlacementModel,
     Slug,
@@ -17,19 +18,19 @@ from apportion.api.schemas import (
 )
 from apportion.domain import limits
 
-Id = Annotated[StrictInt, Field(ge=1, le=limits.MAX_INT64)]
-Count = Annotated[StrictInt, Field(ge=0, le=limits.MAX_INT64)]
+Id = Annotated[JsonInt, Field(ge=1, le=limits.MAX_INT64)]
+Count = Annotated[JsonInt, Field(ge=0, le=limits.MAX_INT64)]
 Text = Annotated[StrictStr, Field(max_length=4096)]
 
 
 class DeviceShareIn(Strict):
-    index: Annotated[StrictInt, Field(ge=0, le=limits.MAX_NODE_GPUS - 1)]
-    milli: Annotated[StrictInt, Field(ge=1, le=1000)]
+    index: Annotated[JsonInt, Field(ge=0, le=limits.MAX_NODE_GPUS - 1)]
+    milli: Annotated[JsonInt, Field(ge=1, le=1000)]
 
 
 class HeartbeatNode(Strict):
     name: Label
-    gpus: Annotated[StrictInt, Field(ge=0, le=limits.MAX_NODE_GPUS)]
+    gpus: Annotated[JsonInt, Field(ge=0, le=limits.MAX_NODE_GPUS)]
     gpu_type: Label | None = None
     gpu_memory_mib: DeviceMib | None = None
     labels: StrMap = Field(default_factory=dict)
@@ -37,7 +38,7 @@ class HeartbeatNode(Strict):
     unavailable: list[DeviceShareIn] = Field(default_factory=list)
     cpu: Cores | None = Field(default=None, description="allocatable cores; "
                               "absent = not limited")
-    memory_mib: Annotated[StrictInt, Field(ge=0, le=limits.MAX_MEMORY_MIB)] | None = Field(
+    memory_mib: Annotated[JsonInt, Field(ge=0, le=limits.MAX_MEMORY_MIB)] | None = Field(
         default=None, description="allocatable MiB; absent = not limited")
 
 
@@ -47,8 +48,8 @@ class Report(Strict):
     run_id: Text | None = None
     status: Literal["running", "completed", "failed"]
     message: Text | None = None
-    exit_code: Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)] | None = None
-    pods_running: Annotated[StrictInt, Field(ge=0, le=limits.MAX_PODS)] | None = Field(
+    exit_code: Annotated[JsonInt, Field(ge=-(2**31), le=2**31 - 1)] | None = None
+    pods_running: Annotated[JsonInt, Field(ge=0, le=limits.MAX_PODS)] | None = Field(
         default=None, description="after a shrink: the pods still running")
 
 
@@ -56,7 +57,7 @@ class LogChunk(Strict):
     workload_id: Id
     attempt: Id
     run_id: Text | None = None
-    pod: Annotated[StrictInt, Field(ge=0, le=limits.MAX_PODS - 1)] = 0
+    pod: Annotated[JsonInt, Field(ge=0, le=limits.MAX_PODS - 1)] = 0
     offset: Count
     data: StrictStr = Field(description="base64 of the log bytes from `offset` "
                             "(at most 256 KiB)")

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy.orm import Session
 
-from apportion.api import filters
+from apportion.api import filters, links
 from apportion.api.deps import (
     CtxDep,
     IdemDep,
@@ -136,7 +136,8 @@ def get_team(request: Request, ctx: CtxDep, slug: str) -> dict[str, Any]:
     return envelope(request, read(request, lambda s: svc.team_detail(s, ctx.org_id, slug)))
 
 
-@router.post("/teams", status_code=201, response_model=Envelope[TeamRead], tags=["teams"])
+@router.post("/teams", status_code=201, response_model=Envelope[TeamRead], tags=["teams"],
+             responses={201: {"description": "the team", "links": links.TEAM_CREATED}})
 def create_team(request: Request, ctx: CtxDep, idem: IdemDep, body: TeamCreate) -> dict[str, Any]:
     data = body_of(body)
     return command(request, ctx, idem, lambda s: svc.create_team(s, ctx, data), status=201)
@@ -174,7 +175,8 @@ def list_reservations(
 
 
 @router.put("/reservations/{team}/{pool}", response_model=Envelope[ReservationRead],
-            tags=["reservations"])
+            tags=["reservations"],
+            responses={200: {"description": "the reservation", "links": links.RESERVATION_SET}})
 def set_reservation(
     request: Request, ctx: CtxDep, team: str, pool: str, body: ReservationSet,
     if_match: IfMatch = None,

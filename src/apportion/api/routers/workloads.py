@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy.orm import Session
 
-from apportion.api import filters
+from apportion.api import filters, links
 from apportion.api.deps import (
     CtxDep,
     IdemDep,
@@ -40,7 +40,9 @@ from apportion.store.repos.workloads import WorkloadFilter
 router = APIRouter(tags=["workloads"], dependencies=[Depends(capture_response)])
 
 
-@router.post("/workloads", status_code=201, response_model=Envelope[WorkloadRead])
+@router.post("/workloads", status_code=201, response_model=Envelope[WorkloadRead],
+             responses={201: {"description": "the workload, Pending",
+                              "links": links.WORKLOAD_SUBMITTED}})
 def submit(request: Request, ctx: CtxDep, idem: IdemDep, body: WorkloadCreate) -> dict[str, Any]:
     data = body_of(body)
     return run_command(request, ctx, idem, lambda s: svc.submit(s, ctx, data), status=201)

@@ -175,7 +175,8 @@ def test_unknown_output_format_is_a_usage_error(scenario_file) -> None:
                  "workloads[0].gpus", ["finite"], id="gpus-inf"),
     pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1, at: 10000000000000}]",
                  "workloads[0].at", ["<= 3153600000"], id="at"),
-    pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1, duration: 100000000000000}]",
+    pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1, "
+                 "duration: 100000000000000}]",
                  "workloads[0].duration", ["out of range"], id="duration"),
     pytest.param(POOL + "teams: [{name: r, reservations: {main: 1e30}}]",
                  "teams[0].reservations.main", ["<= 1000000"], id="reservation"),

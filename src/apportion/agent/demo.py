@@ -121,14 +121,15 @@ class DemoStream:
         self._submit("nlp", "elastic", gpus=0.5, pods=2, priority=50, duration=600,
                      kind="notebook")
         # ... vision fills the rest of the pool with an elastically scaling sweep
-        # (it may lose two pods: reclaim shrinks it first, then preempts whole workloads)
+        # (it may lose as many pods as NLP's reclaim needs: that reclaim shrinks it,
+        # the next one preempts whole workloads)
         rest = max(1, nodes - cap_nodes)
-        self._submit("vision", "elastic", gpus=g, pods=rest, min_pods=max(1, rest - 2),
+        nlp_pods = max(1, min(self.reservations["nlp"] // g, nodes // 4))
+        self._submit("vision", "elastic", gpus=g, pods=rest, min_pods=max(1, rest - nlp_pods),
                      priority=20, duration=900, kind="sweep", gang=False)
         if stop.wait(min(3.0, self.interval * 1.5)):
             return
-        # ... NLP takes its reservation back (reserved work preempts elastic) ...
-        nlp_pods = max(1, min(self.reservations["nlp"] // g, nodes // 4))
+        # ... NLP takes its reservation back (reserved work shrinks the sweep) ...
         self._submit("nlp", "reserved", gpus=g, pods=nlp_pods, duration=300, kind="train",
                      gang=True)
         if stop.wait(min(3.0, self.interval * 1.5)):

@@ -90,24 +90,27 @@ def _shows_every_behaviour(client: ApportionClient, statuses: object) -> None:
     """Within its first minute the demo has shown bursting, reclaim (a whole
     preemption and a shrink), fractions, gangs and required topology, and
     nothing it submitted can never run."""
-    end = time.monotonic() + 60
-    while True:
+    def seen() -> dict[str, bool]:
         events = list(client.list_events(type="workload.status", limit=100).items)
-        shrinks = [e for e in events if "shrunk" in (e.get("message") or "")]
-        if shrinks or time.monotonic() > end:
-            break
+        work = list(client.list_workloads(limit=100).items)
+        started = [w for w in work if w["started_at"]]
+        batches = [w for w in started if w["name"].startswith("production-batch-")]
+        return {
+            "shrink": any("shrunk" in (e.get("message") or "") for e in events),
+            "fractions": any(w["spec"]["gpus"] in (0.25, 0.5) for w in started),
+            "gang": any(w["pods"] > 1 and w["spec"].get("gang") for w in started),
+            "topology": any((w["spec"].get("topology") or {}).get("mode") == "required"
+                            for w in started),
+            # production's elastic batches ran past its reservation of 32 GPUs
+            "bursting": sum(w["gpus"] or 0 for w in batches) > 32,
+        }
+
+    end = time.monotonic() + 60
+    while not all((shown := seen()).values()) and time.monotonic() < end:
         time.sleep(0.5)
-    assert shrinks, statuses
-    work = list(client.list_workloads(limit=100).items)
-    started = [w for w in work if w["started_at"]]
-    assert any(w["spec"]["gpus"] in (0.25, 0.5) for w in started), statuses  # fractions
-    assert any(w["pods"] > 1 and w["spec"].get("gang") for w in started), statuses
-    assert any((w["spec"].get("topology") or {}).get("mode") == "required"
-               for w in started), statuses
-    # bursting: production's elastic batches ran past its reservation of 32 GPUs
-    batches = [w for w in started if w["name"].startswith("production-batch-")]
-    assert sum(w["gpus"] or 0 for w in batches) > 32, statuses
+    assert all(shown.values()), (shown, statuses)
     never = {"RESERVATION_TOO_SMALL", "NO_ELIGIBLE_POOL", "TOPOLOGY_UNSATISFIABLE"}
+    work = list(client.list_workloads(limit=100).items)
     assert not [w["name"] for w in work if (w.get("reason") or {}).get("code") in never]
 
 

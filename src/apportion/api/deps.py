@@ -10,13 +10,12 @@ from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Header, Path, Query, Request, Response
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from apportion.domain import limits
 from apportion.domain.errors import ValidationError
 from apportion.service import cursors
-from apportion.service.commands import Idempotency, Result, execute
+from apportion.service.commands import Idempotency, Result, Session, execute
 from apportion.service.context import Ctx
 from apportion.service.control import ControlPlane
 from apportion.service.errors import RateLimited, Unauthenticated

@@ -8,7 +8,6 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import IntegrityError
 from starlette.exceptions import HTTPException
 
 from apportion.api.deps import BadParam
@@ -209,11 +208,6 @@ def install(app: FastAPI) -> None:
     async def h_ill(request: Request, exc: IllegalTransition) -> JSONResponse:
         return error_response(request, 409, "CONFLICT", str(exc),
                               {"current": exc.current, "target": exc.target})
-
-    @app.exception_handler(IntegrityError)
-    async def h_int(request: Request, exc: IntegrityError) -> JSONResponse:
-        return error_response(request, 409, "CONFLICT",
-                              "the change conflicts with another one; retry")
 
     @app.exception_handler(Unauthenticated)
     async def h_unauth(request: Request, exc: Unauthenticated) -> JSONResponse:

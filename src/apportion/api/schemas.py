@@ -68,8 +68,9 @@ def _json_int(value: object) -> object:
     return value
 
 
-#: An integer as JSON Schema reads one; bounds come from ``_int``.
-JsonInt = Annotated[int, BeforeValidator(_json_int)]  # type: ignore[misc]
+#: An integer as JSON Schema reads one: ``Annotated[int, <bounds>, JSON_INT]`` (the
+#: bounds before it, so that they show in the schema as minimum/maximum).
+JSON_INT = BeforeValidator(_json_int)
 
 
 def _int(lo: int, hi: int, description: str | None = None) -> Any:
@@ -94,8 +95,8 @@ Days = Annotated[float | int, _number_in(0, 36500),
                  Field(json_schema_extra={"minimum": 0, "maximum": 36500})]
 EpochSeconds = Annotated[float | int, _number_in(0, 253402300799),
                          Field(json_schema_extra={"minimum": 0, "maximum": 253402300799})]
-Version = Annotated[JsonInt, _int(0, limits.MAX_INT64, "the version you read; 409 if stale")]
-Seconds = Annotated[JsonInt, _int(0, limits.MAX_SECONDS, "seconds")]
+Version = Annotated[int, _int(0, limits.MAX_INT64, "the version you read; 409 if stale"), JSON_INT]
+Seconds = Annotated[int, _int(0, limits.MAX_SECONDS, "seconds"), JSON_INT]
 Slug = Annotated[StrictStr, Field(min_length=1, max_length=63)]
 #: A team slug: a DNS label (``domain/org.py``).
 TeamSlug = Annotated[StrictStr, Field(min_length=1, max_length=63, pattern=SLUG_RE.pattern)]
@@ -199,15 +200,15 @@ class TeamCreate(Strict):
     slug: TeamSlug
     name: Name | None = None
     parent: TeamSlug | None = None
-    bursting_priority: Annotated[JsonInt, _int(1, 10)] = 1
-    burst_limit_percent: Annotated[JsonInt, _int(0, 1_000_000)] | None = None
+    bursting_priority: Annotated[int, _int(1, 10), JSON_INT] = 1
+    burst_limit_percent: Annotated[int, _int(0, 1_000_000), JSON_INT] | None = None
 
 
 class TeamUpdate(Strict):
     name: Name | None = None
     parent: TeamSlug | None = None
-    bursting_priority: Annotated[JsonInt, _int(1, 10)] | None = None
-    burst_limit_percent: Annotated[JsonInt, _int(0, 1_000_000)] | None = None
+    bursting_priority: Annotated[int, _int(1, 10), JSON_INT] | None = None
+    burst_limit_percent: Annotated[int, _int(0, 1_000_000), JSON_INT] | None = None
     version: Version | None = None
 
 
@@ -238,7 +239,7 @@ class ReservationRead(BaseModel):
 
 
 # -- pools, nodes, capacity -----------------------------------------------------------
-DeviceMib = Annotated[JsonInt, _int(1, limits.MAX_GPU_MEMORY_MIB, "MiB per device")]
+DeviceMib = Annotated[int, _int(1, limits.MAX_GPU_MEMORY_MIB, "MiB per device"), JSON_INT]
 Packing = Literal["fragmentation", "best_fit"]
 
 
@@ -349,11 +350,12 @@ class WorkloadCreate(Strict):
     name: Name
     team: TeamSlug
     class_: WorkloadClass = Field(default=WorkloadClass.ELASTIC, alias="class")
-    priority: Annotated[JsonInt, _int(0, 1000, "reserved 100-1000, elastic 0-99")] | None = None
+    priority: Annotated[int, _int(0, 1000, "reserved 100-1000, elastic 0-99"),
+                        JSON_INT] | None = None
     gpus: PodGpus | None = None
     gpu_memory_mib: DeviceMib | None = None
-    pods: Annotated[JsonInt, _int(1, limits.MAX_PODS)] = 1
-    min_pods: Annotated[JsonInt, _int(1, limits.MAX_PODS)] | None = None
+    pods: Annotated[int, _int(1, limits.MAX_PODS), JSON_INT] = 1
+    min_pods: Annotated[int, _int(1, limits.MAX_PODS), JSON_INT] | None = None
     gang: StrictBool | None = None
     topology: TopologyModel | None = None
     gpu_type: Label | None = None

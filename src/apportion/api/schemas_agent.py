@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StrictStr
 
 from apportion.api.schemas import (
+    JSON_INT,
     Cores,
     DeviceMib,
-    JsonInt,
     Label,
     PodPlacementModel,
     Slug,
@@ -18,19 +18,19 @@ from apportion.api.schemas import (
 )
 from apportion.domain import limits
 
-Id = Annotated[JsonInt, Field(ge=1, le=limits.MAX_INT64)]
-Count = Annotated[JsonInt, Field(ge=0, le=limits.MAX_INT64)]
+Id = Annotated[int, Field(ge=1, le=limits.MAX_INT64), JSON_INT]
+Count = Annotated[int, Field(ge=0, le=limits.MAX_INT64), JSON_INT]
 Text = Annotated[StrictStr, Field(max_length=4096)]
 
 
 class DeviceShareIn(Strict):
-    index: Annotated[JsonInt, Field(ge=0, le=limits.MAX_NODE_GPUS - 1)]
-    milli: Annotated[JsonInt, Field(ge=1, le=1000)]
+    index: Annotated[int, Field(ge=0, le=limits.MAX_NODE_GPUS - 1), JSON_INT]
+    milli: Annotated[int, Field(ge=1, le=1000), JSON_INT]
 
 
 class HeartbeatNode(Strict):
     name: Label
-    gpus: Annotated[JsonInt, Field(ge=0, le=limits.MAX_NODE_GPUS)]
+    gpus: Annotated[int, Field(ge=0, le=limits.MAX_NODE_GPUS), JSON_INT]
     gpu_type: Label | None = None
     gpu_memory_mib: DeviceMib | None = None
     labels: StrMap = Field(default_factory=dict)
@@ -38,7 +38,7 @@ class HeartbeatNode(Strict):
     unavailable: list[DeviceShareIn] = Field(default_factory=list)
     cpu: Cores | None = Field(default=None, description="allocatable cores; "
                               "absent = not limited")
-    memory_mib: Annotated[JsonInt, Field(ge=0, le=limits.MAX_MEMORY_MIB)] | None = Field(
+    memory_mib: Annotated[int, Field(ge=0, le=limits.MAX_MEMORY_MIB), JSON_INT] | None = Field(
         default=None, description="allocatable MiB; absent = not limited")
 
 
@@ -48,8 +48,8 @@ class Report(Strict):
     run_id: Text | None = None
     status: Literal["running", "completed", "failed"]
     message: Text | None = None
-    exit_code: Annotated[JsonInt, Field(ge=-(2**31), le=2**31 - 1)] | None = None
-    pods_running: Annotated[JsonInt, Field(ge=0, le=limits.MAX_PODS)] | None = Field(
+    exit_code: Annotated[int, Field(ge=-(2**31), le=2**31 - 1), JSON_INT] | None = None
+    pods_running: Annotated[int, Field(ge=0, le=limits.MAX_PODS), JSON_INT] | None = Field(
         default=None, description="after a shrink: the pods still running")
 
 
@@ -57,7 +57,7 @@ class LogChunk(Strict):
     workload_id: Id
     attempt: Id
     run_id: Text | None = None
-    pod: Annotated[JsonInt, Field(ge=0, le=limits.MAX_PODS - 1)] = 0
+    pod: Annotated[int, Field(ge=0, le=limits.MAX_PODS - 1), JSON_INT] = 0
     offset: Count
     data: StrictStr = Field(description="base64 of the log bytes from `offset` "
                             "(at most 256 KiB)")

@@ -22,7 +22,7 @@ from apportion.service.pools import add_pool_row, pool_from_body
 from apportion.service.views import decision_view
 from apportion.service.workloads import run_id
 from apportion.store import codec
-from apportion.store.models import DecisionRow, NodeRow, WorkloadRow
+from apportion.store.models import NodeRow, WorkloadRow
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo
 
@@ -136,17 +136,13 @@ def _fail_on_node(session: Session, ctx: Ctx, node: str, now: float) -> None:
             new = requeue_after_failure(state, int(now), ctx.cause, message)
         else:
             new = transition(state, Status.FAILED, int(now), ctx.cause, message)
-        session.add(_stop(row, "node_down", now))
+        wl_repo.add_decision(session, row.org_id, kind="stop", pool=row.pool or "",
+                             workload_id=row.id, attempt=row.attempt,
+                             placement=row.placement, reason="node_down", grace_seconds=0,
+                             created_at=now)
         codec.state_to_row(new, row, now)
         add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now,
                              row.name)
-
-
-def _stop(row: WorkloadRow, reason: str, now: float) -> DecisionRow:
-    return DecisionRow(org_id=row.org_id, pool=row.pool or "", kind="stop", workload_id=row.id,
-                       attempt=row.attempt, run_id=run_id(row.id, row.attempt),
-                       placement=row.placement, exec={}, reason=reason, grace_seconds=0,
-                       created_at=now)
 
 
 def decisions(

@@ -28,10 +28,13 @@ from apportion.service.loading import PARENTS_CACHE, load_parents
 from apportion.service.pools import team_capacity_views
 from apportion.service.views import event_view, workload_view
 from apportion.store import codec
-from apportion.store.models import DecisionRow, WorkloadRow
+from apportion.store.models import WorkloadRow
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo
 from apportion.store.repos.paging import Page
+
+# the list filter, re-exported so that routers need not import the store
+from apportion.store.repos.workloads import WorkloadFilter as WorkloadFilter
 
 SPEC_FIELDS = frozenset({
     "name", "team", "class", "priority", "gpus", "gpu_memory_mib", "pods", "min_pods", "gang",
@@ -126,12 +129,10 @@ def cancel(
     new = transition(state, Status.CANCELLED, int(now), ctx.cause,
                      message or f"cancelled by {ctx.actor.name}")
     if was_placed and row.pool is not None:
-        session.add(DecisionRow(
-            org_id=ctx.org_id, pool=row.pool, kind="stop", workload_id=row.id,
-            attempt=row.attempt, run_id=run_id(row.id, row.attempt),
-            placement=row.placement, exec={}, reason="cancelled", grace_seconds=0,
-            created_at=now,
-        ))
+        wl_repo.add_decision(session, ctx.org_id, kind="stop", pool=row.pool,
+                             workload_id=row.id, attempt=row.attempt,
+                             placement=row.placement, reason="cancelled", grace_seconds=0,
+                             created_at=now)
     codec.state_to_row(new, row, now)
     add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now, row.name)
     after = workload_view(row)
@@ -140,8 +141,7 @@ def cancel(
     return after
 
 
-def run_id(workload_id: int, attempt: int) -> str:
-    return f"w{workload_id}-a{attempt}"
+run_id = wl_repo.run_id
 
 
 def _visible(session: Session, ctx: Ctx) -> tuple[Parents, set[str] | None]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apportion.domain.cluster import Node, NodeState, Pool
+from apportion.domain.cluster import Node, NodeState, Packing, Pool
 from apportion.domain.host import cpu_number
 from apportion.domain.lifecycle import Attempt, Exiting, Status, WorkloadState
 from apportion.domain.org import Team
@@ -182,7 +182,7 @@ def pool_from_row(row: PoolRow) -> Pool:
         start_delay=row.start_delay,
         preemption_grace=row.preemption_grace,
         starvation_hold_after=row.starvation_hold_after,
-        packing=row.packing or "fragmentation",
+        packing=Packing(row.packing or "fragmentation"),
     )
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
-from sqlalchemy.orm import Session as DbSession
 from starlette.concurrency import run_in_threadpool
 
 from apportion.domain.errors import ValidationError
@@ -17,6 +16,7 @@ from apportion.service import dryrun, insights, org
 from apportion.service import workloads as svc
 from apportion.service.authz import in_scope
 from apportion.service.commands import Result, execute
+from apportion.service.commands import Session as DbSession
 from apportion.service.context import Role
 from apportion.web.deps import FormDep, SessionDep
 from apportion.web.render import control, error_page, render

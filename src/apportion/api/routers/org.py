@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from sqlalchemy.orm import Session
 
 from apportion.api import filters, links
 from apportion.api.deps import (
@@ -37,14 +36,12 @@ from apportion.api.schemas import (
     TokenCreated,
     TokenRead,
 )
-from apportion.domain.errors import NotFound
 from apportion.service import org as svc
+from apportion.service import reads
 from apportion.service import tokens as tok
 from apportion.service.authz import deny, require_admin, require_reader
+from apportion.service.commands import Session
 from apportion.service.filters import known_pool, known_team
-from apportion.service.views import audit_view, org_view, reservation_view, token_view
-from apportion.store.repos import orgs as repo
-from apportion.store.repos import security as sec_repo
 
 router = APIRouter(dependencies=[Depends(capture_response)])
 
@@ -52,7 +49,7 @@ router = APIRouter(dependencies=[Depends(capture_response)])
 # -- organizations --------------------------------------------------------------------
 @router.get("/organizations/current", response_model=Envelope[OrgRead], tags=["organizations"])
 def get_current_org(request: Request, ctx: CtxDep) -> dict[str, Any]:
-    return envelope(request, read(request, lambda s: org_view(repo.get_org(s, ctx.org_id))))
+    return envelope(request, read(request, lambda s: reads.current_org(s, ctx)))
 
 
 @router.patch("/organizations/current", response_model=Envelope[OrgRead],
@@ -70,7 +67,7 @@ def list_orgs(request: Request, ctx: CtxDep, page: PageDep) -> dict[str, Any]:
     if not ctx.actor.is_system_org:
         raise deny(ctx, "organization.list", "organizations",
                    "org_admin of the bootstrap organization")
-    data = read(request, lambda s: [org_view(o) for o in repo.list_orgs(s)])
+    data = read(request, reads.org_views)
     return page_of(request, data, page)
 
 
@@ -93,16 +90,13 @@ def create_token(request: Request, ctx: CtxDep, idem: IdemDep, body: TokenCreate
 @router.get("/tokens", response_model=Envelope[list[TokenRead]], tags=["tokens"])
 def list_tokens(request: Request, ctx: CtxDep, page: PageDep) -> dict[str, Any]:
     require_admin(ctx, "token.list", "tokens")
-    data = read(request, lambda s: [token_view(t) for t in sec_repo.list_tokens(s, ctx.org_id)])
+    data = read(request, lambda s: reads.token_views(s, ctx))
     return page_of(request, data, page)
 
 
 @router.get("/tokens/self", response_model=Envelope[TokenRead], tags=["tokens"])
 def token_self(request: Request, ctx: CtxDep) -> dict[str, Any]:
-    row = read(request, lambda s: sec_repo.get_token(s, ctx.actor.token_id))
-    if row is None:
-        raise NotFound("token", ctx.actor.token_id)
-    return envelope(request, token_view(row))
+    return envelope(request, read(request, lambda s: reads.own_token(s, ctx)))
 
 
 @router.delete("/tokens/{token_id}", response_model=Envelope[TokenRead], tags=["tokens"])
@@ -168,7 +162,7 @@ def list_reservations(
     def fn(s: Session) -> Any:
         known_team(s, ctx.org_id, team)
         known_pool(s, ctx.org_id, pool)
-        return [reservation_view(r) for r in repo.list_reservations(s, ctx.org_id, team, pool)]
+        return reads.reservation_views(s, ctx, team, pool)
 
     data = read(request, fn)
     return page_of(request, data, page)
@@ -205,8 +199,7 @@ def list_audit(
     require_admin(ctx, "audit.read", "audit")
     filters.one_of("outcome", outcome, filters.OUTCOMES)
     since, until = parse_time(after, "after"), parse_time(before, "before")
-    res = read(request, lambda s: sec_repo.list_audit(
-        s, ctx.org_id, after=page.after, limit=page.limit, actor=actor, action=action,
+    res = read(request, lambda s: reads.audit_page(
+        s, ctx, after=page.after, limit=page.limit, actor=actor, action=action,
         outcome=outcome, since=since, until=until))
-    return envelope(request, [audit_view(r) for r in res.items], next_after=res.next_after,
-                    total=res.total)
+    return envelope(request, res.items, next_after=res.next_after, total=res.total)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from sqlalchemy.orm import Session
 
 from apportion.api import filters
 from apportion.api.deps import (
@@ -32,6 +31,7 @@ from apportion.api.schemas import (
 )
 from apportion.service import pools as svc
 from apportion.service.authz import require_reader
+from apportion.service.commands import Session
 from apportion.service.filters import known_pool, known_team
 
 router = APIRouter(dependencies=[Depends(capture_response)])

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from sqlalchemy.orm import Session
 
 from apportion.api import filters, links
 from apportion.api.deps import (
@@ -32,10 +31,9 @@ from apportion.api.schemas import (
 )
 from apportion.service import dryrun
 from apportion.service import workloads as svc
-from apportion.service.commands import Result, execute
+from apportion.service.commands import Result, Session, execute
 from apportion.service.filters import known_pool, known_team
 from apportion.service.views import workload_view
-from apportion.store.repos.workloads import WorkloadFilter
 
 router = APIRouter(tags=["workloads"], dependencies=[Depends(capture_response)])
 
@@ -62,7 +60,7 @@ def list_workloads(
 ) -> dict[str, Any]:
     statuses = filters.many_of("status", status, filters.STATUSES)
     filters.one_of("class", class_, filters.CLASSES)
-    f = WorkloadFilter(
+    f = svc.WorkloadFilter(
         statuses=statuses, wclass=class_, pool=pool, submitted_by=submitted_by,
         submitted_after=parse_time(submitted_after, "submitted_after"),
         submitted_before=parse_time(submitted_before, "submitted_before"), name=name,

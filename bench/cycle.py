@@ -47,9 +47,9 @@ from apportion.domain.workload import DeviceShare, PodPlacement, make_spec
 from apportion.engine.cycle import run_cycle
 from apportion.engine.placement import ClusterState, PlacementRequest
 from apportion.engine.plan import DecisionKind
-from apportion.engine.preemption import VictimSearch
+from apportion.engine.preemption.search import VictimSearch
 from apportion.engine.snapshot import CycleConfig, Snapshot
-from apportion.engine.working import WorkingState
+from apportion.engine.working_state import WorkingState
 from apportion.service.gcpause import paused_gc
 
 POOL = "main"

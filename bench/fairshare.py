@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 from apportion.domain.org import OrgTree, Team, build_tree
-from apportion.engine.fairshare import DemandBook, DemandItem, entitlements
+from apportion.engine.fairshare.demand import DemandBook, DemandItem, entitlements
 
 Milli = int | Fraction
 

@@ -1,7 +1,17 @@
+import dataclasses
+
 import pytest
 
 from apportion.domain.errors import IllegalTransition
-from apportion.domain.lifecycle import ALLOWED, TERMINAL, Status, requeue, submitted, transition
+from apportion.domain.lifecycle import (
+    ALLOWED,
+    TERMINAL,
+    Status,
+    evolve,
+    requeue,
+    submitted,
+    transition,
+)
 from apportion.domain.workload import make_spec
 
 
@@ -53,3 +63,12 @@ def test_requeue_starts_new_attempt_keeping_submission_time() -> None:
     assert w2.attempts[0].status is Status.PREEMPTED and w2.attempts[0].preempted_by == 8
     with pytest.raises(IllegalTransition):
         requeue(w2, 10)
+
+
+def test_evolve_is_replace_and_refuses_unknown_fields() -> None:
+    w = submitted(7, make_spec(name="x", team="t", gpus=1), 3)
+    changed = evolve(w, pool="p", head_since=5)
+    assert changed == dataclasses.replace(w, pool="p", head_since=5)
+    assert (w.pool, w.head_since) == (None, None)  # the original is untouched
+    with pytest.raises(TypeError, match="poool"):
+        evolve(w, poool="p")

@@ -13,7 +13,7 @@ from apportion.domain.workload import make_spec
 from apportion.engine.apply import Preemption, apply_plan
 from apportion.engine.cycle import DryRun, dry_run, run_cycle
 from apportion.engine.plan import Plan
-from apportion.engine.snapshot import CycleConfig, Snapshot
+from apportion.engine.snapshot import ALL_SHORTCUTS, CycleConfig, Shortcuts, Snapshot
 
 
 class NoFixedPoint(AssertionError):
@@ -27,8 +27,9 @@ def G(n: float) -> int:
 
 
 class World:
-    def __init__(self, cycle_fn: Any = None) -> None:
+    def __init__(self, cycle_fn: Any = None, shortcuts: Shortcuts = ALL_SHORTCUTS) -> None:
         self.cycle_fn = cycle_fn or run_cycle
+        self.shortcuts = shortcuts
         self.pools: dict[str, Pool] = {}
         self.nodes: list[Node] = []
         self.teams: list[Team] = []
@@ -95,7 +96,8 @@ class World:
 
     def cycle(self) -> Plan:
         self.cycle_id += 1
-        plan = self.cycle_fn(self.snapshot(), CycleConfig(cycle_id=self.cycle_id))
+        config = CycleConfig(cycle_id=self.cycle_id, shortcuts=self.shortcuts)
+        plan = self.cycle_fn(self.snapshot(), config)
         applied = apply_plan(self.states, self.exiting, plan)
         self.states = applied.states
         self.exiting = tuple(e for e in applied.exiting if e.exits_at > self.now)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 
-from apportion.engine.cache import CycleCache
+from apportion.engine.kept_state import CycleCache
 from apportion.engine.snapshot import CycleConfig
 from tests.engine.harness import NoFixedPoint, World
 from tests.engine.test_cycle_properties import (

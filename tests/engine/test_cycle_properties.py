@@ -11,8 +11,8 @@ from apportion.domain.lifecycle import Status, transition
 from apportion.domain.org import build_tree
 from apportion.domain.workload import TopologyMode
 from apportion.engine.cycle import run_cycle
-from apportion.engine.ledger import Ledger
 from apportion.engine.snapshot import CycleConfig
+from apportion.engine.usage_ledger import Ledger
 from tests.engine.harness import NoFixedPoint, World
 
 GPUS = st.sampled_from([0.25, 0.5, 0.75, 1, 2, 4])

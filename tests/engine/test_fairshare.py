@@ -13,7 +13,7 @@ import pytest
 
 from apportion.domain.errors import ValidationError
 from apportion.domain.org import OrgTree, Team, build_tree
-from apportion.engine.fairshare import DemandBook, DemandItem, entitlements
+from apportion.engine.fairshare.demand import DemandBook, DemandItem, entitlements
 
 POOL = "p"
 BIG = "1000"  # more demand than any pool here holds

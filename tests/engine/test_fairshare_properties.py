@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apportion.domain.org import OrgTree, Team, build_tree
-from apportion.engine.fairshare import DemandBook, DemandItem, Entitlements, entitlements
-from apportion.engine.fairshare_fill import ROOT
+from apportion.engine.fairshare.demand import DemandBook, DemandItem, Entitlements, entitlements
+from apportion.engine.fairshare.fill import ROOT
 
 POOL = "p"
 SETTINGS = settings(max_examples=75, deadline=None)

@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from apportion.engine.cycle import run_cycle
 from apportion.engine.plan import DecisionKind, Plan
-from apportion.engine.preemption import VictimSearch
+from apportion.engine.preemption.search import VictimSearch
 from apportion.engine.snapshot import CycleConfig, Snapshot
-from apportion.engine.working import WorkingState
+from apportion.engine.working_state import WorkingState
 from tests.engine.harness import World
 
 

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apportion.domain.org import Team, build_tree
-from apportion.engine.ledger import Ledger
+from apportion.engine.usage_ledger import Ledger
 
 
 def tree():

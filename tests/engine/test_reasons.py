@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from apportion.domain.cluster import Node
+from apportion.domain.lifecycle import Status, transition
 from tests.engine.harness import World
 
 
@@ -114,3 +117,29 @@ def test_queued_goes_back_to_pending_when_pool_can_never_hold_it() -> None:
     w.down("main-n001")
     w.settle()
     assert (w.status("g"), w.code("g")) == ("Pending", "NO_ELIGIBLE_POOL")
+
+
+def test_a_nominee_without_victims_of_its_own_names_whose_devices_it_waits_for() -> None:
+    """From trying the system: "waiting for 0 preempted workloads (0 GPUs) to
+    exit". r1 preempts b's four jobs (grace 60 s) and is cancelled; r2 then
+    fits only on devices b's victims still hold: it has no victims of its
+    own, and its reason says whose devices it waits for."""
+    w = World().pool(nodes=1, gpus=4, preemption_grace=60).team("a", main=4).team("b")
+    for i in range(4):
+        w.submit(f"b{i}", "b", 1, running=True)
+    w.submit("r1", "a", 4, wclass="reserved")
+    w.settle()
+    assert sorted(w.preempted()) == ["b0", "b1", "b2", "b3"]
+    w.states[w.names["r1"]] = transition(w.w("r1"), Status.CANCELLED, w.now)
+    w.submit("r2", "a", 2, wclass="reserved")
+    w.settle()
+    reason = w.w("r2").reason
+    assert reason is not None and reason.code.value == "PREEMPTING"
+    assert "0 preempted" not in reason.message
+    found = re.search(r"preempted workloads (\d+), (\d+) to be released", reason.message)
+    assert found is not None, reason.message
+    held = {w.names[n] for n in ("b0", "b1", "b2", "b3")}
+    assert {int(found[1]), int(found[2])} <= held
+    w.advance(60)
+    w.settle()
+    assert w.status("r2") == "Running"

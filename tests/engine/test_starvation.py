@@ -11,13 +11,17 @@ def _complete(w: World, name: str) -> None:
 
 
 def scenario(hold_after: int | None) -> World:
-    w = World().pool(nodes=1, starvation_hold_after=hold_after).team("t")
+    """Team u runs eight 1-GPU jobs and queues four more; t queues one 8-GPU
+    job. Entitled to 4 each, big (4 - 0 - 8 = -4) is ahead of u's next
+    (4 - 8 - 1 = -5) and may not preempt (equal excess, 4 and 4)."""
+    w = World().pool(nodes=1, starvation_hold_after=hold_after).team("t").team("u")
     for i in range(8):
-        w.submit(f"small{i}", "t", 1, running=True)
+        w.submit(f"small{i}", "u", 1, running=True)
     w.submit("big", "t", 8)
     for i in range(8, 12):
-        w.submit(f"small{i}", "t", 1)
+        w.submit(f"small{i}", "u", 1)
     w.settle()
+    assert w.status("big") == "Queued" and not w.preemptions
     return w
 
 
@@ -41,8 +45,11 @@ def test_hold_keeps_freed_devices_for_the_head_of_the_line() -> None:
         w.settle()
         if i < 7:
             assert w.status("small8") == "Queued", i  # freed GPUs stay held
-    assert w.status("big") == "Running"
-    assert w.w("big").nomination == ()
+    # big started on the eight devices held for it (entitled to 4, it is then
+    # preempted by u's waiting jobs reclaiming their share: 6.4)
+    (start,) = [d for plan in w.plans for d in plan.decisions
+                if d.workload_id == w.names["big"] and d.kind.value == "start"]
+    assert "held for it" in start.message and start.milli == 8000
 
 
 def test_a_higher_priority_workload_takes_a_hold() -> None:

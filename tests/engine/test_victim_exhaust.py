@@ -1,4 +1,4 @@
-"""The failure shortcut of victim searches (engine/victim_exhaust.py) is exact:
+"""The failure shortcut of victim searches (engine/preemption/exhaust.py) is exact:
 it says "W would fit on the greedy's final set" exactly when the greedy
 finds a victim set, and the cycle's decisions are the same with and without it."""
 
@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apportion.domain.cluster import NodeState
-from apportion.engine import preemption
-from apportion.engine.victim_exhaust import exhaustion_fits
+from apportion.engine.preemption import search as preemption
+from apportion.engine.preemption.exhaust import exhaustion_fits
+from apportion.engine.snapshot import ALL_SHORTCUTS, Shortcuts
 from tests.engine.harness import NoFixedPoint, World
 from tests.engine.test_cycle_properties import complete_and_advance, same_org, submit_step
 
@@ -81,11 +82,15 @@ def crowded(draw: st.DrawFn) -> tuple[World, list[dict], list[dict], int | None]
     return w, fill, steps, draw(st.sampled_from([None, None, 0, 3]))
 
 
+#: The greedy runs every time: its answer is checked against the shortcut's.
+NO_EXHAUST = Shortcuts(exhaust=False)
+
+
 @contextmanager
 def greedy_checked(counts: dict[Any, int]) -> Iterator[None]:
     """Run searches the plain way (shortcut off) and check, before each greedy,
     that the shortcut's answer is the greedy's outcome."""
-    original = preemption.VictimSearch._greedy
+    original = preemption.greedy
 
     def checked(self: preemption.VictimSearch, dom: Any, free: int) -> Any:
         index = self.ps.victims
@@ -105,8 +110,7 @@ def greedy_checked(counts: dict[Any, int]) -> Iterator[None]:
         return chosen, free_after
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(preemption.VictimSearch, "shortcut_failures", False)
-        mp.setattr(preemption.VictimSearch, "_greedy", checked)
+        mp.setattr(preemption, "greedy", checked)
         yield
 
 
@@ -123,6 +127,7 @@ def submit_arrival(w: World, step: dict) -> None:
 
 def replay(
     world: World, fill: list[dict], steps: list[dict], cordon: int | None,
+    shortcuts: Shortcuts = ALL_SHORTCUTS,
 ) -> tuple[list, dict[str, str]]:
     """Fill, maybe cordon node ``cordon``, then submit ``steps`` one by one.
 
@@ -130,6 +135,7 @@ def replay(
     back in a loop, docs/scheduling.md "Preemption cycles"); the replay ends
     there, with every search up to that point checked."""
     w = same_org(world)
+    w.shortcuts = shortcuts
     try:
         for step in fill:
             submit_step(w, step)
@@ -153,7 +159,7 @@ def test_the_shortcut_answers_what_the_greedy_finds(
     case: tuple[World, list[dict], list[dict], int | None],
 ) -> None:
     with greedy_checked({}):
-        replay(*case)
+        replay(*case, shortcuts=NO_EXHAUST)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -161,11 +167,7 @@ def test_the_shortcut_answers_what_the_greedy_finds(
 def test_plans_are_the_same_with_and_without_the_shortcut(
     case: tuple[World, list[dict], list[dict], int | None],
 ) -> None:
-    with_shortcut = replay(*case)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(preemption.VictimSearch, "shortcut_failures", False)
-        without = replay(*case)
-    assert with_shortcut == without
+    assert replay(*case) == replay(*case, shortcuts=NO_EXHAUST)
 
 
 def _shared_devices() -> World:
@@ -184,6 +186,7 @@ def _checked_request(gpus: float) -> tuple[World, dict[Any, int]]:
     """c submits ``gpus`` on the shared devices; every search checked."""
     counts: dict[Any, int] = {}
     w = _shared_devices()
+    w.shortcuts = NO_EXHAUST
     with greedy_checked(counts):
         w.submit("want", "c", gpus)
         w.settle()

@@ -9,10 +9,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 
 from apportion.engine.cycle import run_cycle
-from apportion.engine.placement.index import ScopeIndex
+from apportion.engine.placement.scope_index import ScopeIndex
+from apportion.engine.preemption.order import VictimIndex
 from apportion.engine.snapshot import CycleConfig, Snapshot
-from apportion.engine.victim_order import VictimIndex
-from apportion.engine.working import WorkingState
+from apportion.engine.working_state import WorkingState
 from tests.engine.harness import World
 from tests.engine.test_cycle_properties import same_org, submit_step, worlds
 

@@ -10,7 +10,7 @@ from apportion.domain.lifecycle import submitted
 from apportion.domain.reasons import ReasonCode
 from apportion.domain.workload import make_spec
 from apportion.engine import explain
-from apportion.engine.working import WorkingState
+from apportion.engine.working_state import WorkingState
 from tests.engine.harness import World
 
 

@@ -8,7 +8,7 @@ event appended, or raises IllegalTransition (carrying the history).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from apportion.domain.errors import IllegalTransition
 from apportion.domain.reasons import Reason
@@ -153,6 +153,24 @@ class Exiting:
     part: int = 0
 
 
+_FIELDS = tuple(f.name for f in fields(WorkloadState))
+_new = object.__new__
+_set = object.__setattr__
+
+
+def evolve(state: WorkloadState, **changes: object) -> WorkloadState:
+    """``dataclasses.replace`` for a WorkloadState, without its per-call field
+    checks (twice as fast; a cycle makes one per decision). Unknown field
+    names raise TypeError, as replace does."""
+    unknown = changes.keys() - _FIELDS
+    if unknown:
+        raise TypeError(f"WorkloadState has no field {sorted(unknown)[0]!r}")
+    new = _new(WorkloadState)
+    for name in _FIELDS:
+        _set(new, name, changes[name] if name in changes else getattr(state, name))
+    return new
+
+
 def is_allowed(current: Status, target: Status) -> bool:
     return (current, target) in ALLOWED
 
@@ -196,7 +214,7 @@ def transition(
         extra.setdefault("reason", None)
         extra.setdefault("nomination", ())
         extra.setdefault("is_hold", False)
-    return replace(state, status=target, events=(*state.events, event), **extra)  # type: ignore[arg-type]
+    return evolve(state, status=target, events=(*state.events, event), **extra)
 
 
 def shrink(

@@ -141,6 +141,28 @@ def _str_map(value: object, fname: str) -> dict[str, str]:
     return out
 
 
+def _priority(klass: WorkloadClass, priority: object) -> int:
+    """The priority, by class: 100-1000 (default 100) reserved, 0-99 (50) elastic."""
+    if klass is WorkloadClass.RESERVED:
+        lo, hi = RESERVED_PRIORITIES
+        if priority is None:
+            return 100
+        return _int_field(priority, "priority", lo, hi, "100-1000 for reserved work")
+    lo, hi = ELASTIC_PRIORITIES
+    if priority is None:
+        return 50
+    return _int_field(priority, "priority", lo, hi, "0-99 for elastic work")
+
+
+def _gang(gang: object, pods: int) -> bool:
+    """``gang`` as given, else true for more than one pod."""
+    if gang is None:
+        return pods > 1
+    if isinstance(gang, bool):
+        return gang
+    raise ValidationError("gang", f"must be true or false, got {gang!r}")
+
+
 def make_spec(
     *,
     name: object,
@@ -174,27 +196,13 @@ def make_spec(
         klass = WorkloadClass(str(wclass))
     except ValueError:
         raise ValidationError("class", f"{wclass!r} is not a class", "reserved, elastic") from None
-    if klass is WorkloadClass.RESERVED:
-        lo, hi = RESERVED_PRIORITIES
-        prio = 100 if priority is None else _int_field(
-            priority, "priority", lo, hi, "100-1000 for reserved work"
-        )
-    else:
-        lo, hi = ELASTIC_PRIORITIES
-        prio = 50 if priority is None else _int_field(
-            priority, "priority", lo, hi, "0-99 for elastic work"
-        )
+    prio = _priority(klass, priority)
     request = parse_gpu_request(gpus, gpu_memory_mib)
     n_pods = _int_field(pods, "pods", 1, limits.MAX_PODS, f"an integer 1..{limits.MAX_PODS}")
     n_min = n_pods if min_pods is None else _int_field(
         min_pods, "min_pods", 1, n_pods, f"an integer 1..pods ({n_pods})"
     )
-    if gang is None:
-        is_gang = n_pods > 1
-    elif isinstance(gang, bool):
-        is_gang = gang
-    else:
-        raise ValidationError("gang", f"must be true or false, got {gang!r}")
+    is_gang = _gang(gang, n_pods)
     topo = _parse_topology(topology)
     for fname, val in (("gpu_type", gpu_type), ("pool", pool), ("image", image)):
         if val is not None and (not isinstance(val, str) or not val):

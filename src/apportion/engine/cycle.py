@@ -1,10 +1,22 @@
 """``run_cycle(snapshot, config) -> Plan``: SPEC section 6 as numbered steps.
 
-0. Nominated workloads whose devices are free start on them (6.6).
-1. Allocation choice: Pending workloads are routed to a pool (6.1).
-2. Entitlements again, with the routed work counted (section 4).
-3. Per pool, waiting workloads in step 2's order: quota, fit, move, preempt
-   or wait with a reason (6.3-6.5); starvation holds (6.7).
+Each step is a method of :class:`_Cycle`; every change goes through the
+cycle's :class:`~apportion.engine.statement.Statement`, which records the
+decision and updates the working state.
+
+0. ``step0_start_nominated``: nominees whose victims have exited start on the
+   nominated devices; a nomination on a node that can no longer take pods is
+   released (6.6).
+1. ``step1_route``: Pending workloads are routed to a pool, one at a time in
+   routing order (6.1).
+2. ``step2_entitlements``: entitlements again, with the routed work counted
+   (section 4).
+3. ``step3_admit``, per pool in name order, for each waiting workload in the
+   order of 6.2 (``WaitingQueue``): ``_admit_one`` tries quota and fit (3.1,
+   3.2), a move to a pool where it starts now (6.1), a victim set
+   (``_preempt``: 6.4, 6.5, 6.6), else it waits with a reason, and the head of
+   the line may get a starvation hold (``_wait_or_hold``, 6.7).
+4. ``step4_plan``: the decisions, the entitlements and the work counters.
 
 Pure and deterministic: same snapshot, same plan. ``dry_run`` answers "what if
 W were submitted now" with the same code, changing nothing.
@@ -19,11 +31,16 @@ from apportion.domain.reasons import Reason, ReasonCode
 from apportion.domain.workload import Placement, WorkloadSpec
 from apportion.engine import explain
 from apportion.engine.admission import Admission
-from apportion.engine.order import WaitingQueue, routing_key
+from apportion.engine.apply import cycle_cause
+from apportion.engine.owners import owner_of
 from apportion.engine.plan import Decision, DecisionKind, Plan
+from apportion.engine.pool_state import PoolState
+from apportion.engine.preemption.search import VictimSet
 from apportion.engine.routing import Router
 from apportion.engine.snapshot import CycleConfig, Snapshot
-from apportion.engine.working import PoolState, WorkingState, owner_of
+from apportion.engine.statement import Statement
+from apportion.engine.waiting_order import WaitingQueue, routing_key
+from apportion.engine.working_state import WorkingState
 
 
 def run_cycle(snapshot: Snapshot, config: CycleConfig) -> Plan:
@@ -38,7 +55,8 @@ class _Cycle:
         self.snapshot = snapshot
         self.config = config
         self.ws = ws if ws is not None else WorkingState(snapshot)
-        self.adm = Admission(self.ws, snapshot.now)
+        self.stmt = Statement(self.ws, snapshot.now, cycle_cause(config.cycle_id))
+        self.adm = Admission(self.ws, self.stmt, config.shortcuts)
         self.router = Router(self.ws, self.adm)
 
     def run(self) -> Plan:
@@ -46,30 +64,15 @@ class _Cycle:
         self.ws.compute_entitlements(routed={})
         self.step0_start_nominated()
         routed = self.step1_route()
-        if routed:  # else the shares are the ones just computed
-            self.ws.compute_entitlements(routed)
+        self.step2_entitlements(routed)
         for name in sorted(self.ws.pools):
             self.step3_admit(self.ws.pools[name], set(routed))
-        counters = dict(self.adm.counters)
-        for name, ps in self.ws.pools.items():  # this cycle's work only
-            for key, value in ps.cluster.counters.as_dict().items():
-                counters[key] = counters.get(key, 0) + value - before[name].get(key, 0)
-        return Plan(
-            cycle_id=self.config.cycle_id,
-            snapshot_version=self.snapshot.version,
-            now=self.snapshot.now,
-            decisions=tuple(self.adm.decisions),
-            entitlements={
-                name: dict(ps.entitlements.by_team) if ps.entitlements else {}
-                for name, ps in self.ws.pools.items()
-            },
-            counters=counters,
-        )
+        return self.step4_plan(before)
 
     def step0_start_nominated(self) -> None:
         """Nominees whose victims have exited start on their nominated devices.
 
-        A nomination on a node that can no longer take pods is dropped.
+        A nomination on a node that can no longer take pods is released.
         """
         for w in self.ws.waiting():
             if w.status is not Status.QUEUED or not w.nomination or w.is_hold:
@@ -78,18 +81,10 @@ class _Cycle:
             if ps is None:
                 continue
             if not all(p.node in ps.schedulable for p in w.nomination):
-                ps.cluster.unclaim(owner_of(w))
-                self.ws.uncount(ps, w)
-                self.ws.unindex(ps, w.id)
-                self.ws.workloads[w.id] = replace(w, nomination=())
-                self.adm.generation += 1
-                self.adm.decisions.append(Decision(
-                    DecisionKind.DENOMINATE, w.id, ps.pool.name,
-                    message="a nominated node can no longer take pods",
-                ))
+                self.stmt.release(ps, w, "a nominated node can no longer take pods")
             elif ps.cluster.can_start_on_claim(owner_of(w)):
-                self.adm.start(ps, w, w.nomination)
-        self.ws.forget_undo()
+                self.stmt.start(ps, w, w.nomination)
+        self.stmt.commit()
 
     def step1_route(self) -> dict[int, str]:
         """Route Pending workloads, one at a time in step 2's order (6.1)."""
@@ -99,15 +94,18 @@ class _Cycle:
             pool, reason = self.router.choose(w)
             if pool is None:
                 assert reason is not None
-                self.adm.wait(w, reason)
+                self.stmt.wait(w, reason)
                 continue
             routed[w.id] = pool
-            self.ws.workloads[w.id] = replace(w, status=Status.QUEUED, pool=pool)
-            self.adm.decisions.append(Decision(
-                DecisionKind.ROUTE, w.id, pool, message=f"pool {pool}: {self.router.last_why}"
-            ))
-            self.ws.forget_undo()
+            self.stmt.route(w, pool, self.router.last_why)
+            self.stmt.commit()
         return routed
+
+    def step2_entitlements(self, routed: dict[int, str]) -> None:
+        """Entitlements with the routed work counted (else the shares are the
+        ones computed at the start)."""
+        if routed:
+            self.ws.compute_entitlements(routed)
 
     def step3_admit(self, ps: PoolState, routed_now: set[int]) -> None:
         """Quota, fit, move, preempt or wait, for each waiting workload in order."""
@@ -117,34 +115,42 @@ class _Cycle:
             if w.pool != name or w.status is not Status.QUEUED:
                 continue
             if w.nomination and not w.is_hold:
-                self.adm.wait(w, w.reason or explain.preempting_reason(ps, w, 0, 0))
+                self.stmt.wait(w, w.reason or explain.preempting_reason(ps, w, 0, 0))
                 continue
             # never_fits is kept per workload and pool and is False exactly
             # when never_reason would say nothing.
             never = explain.never_reason(ps, w) if self.ws.never_fits(ps, w) else None
             if never is not None:
-                self._unroute(ps, w, never)
+                self.stmt.unroute(ps, w, never)
                 continue
             waiting.append(w)
         queue = WaitingQueue(waiting, ps.deficit_key, ps.size_key)
         head_seen = False
         for w in queue:
-            self.adm.touched.clear()
+            self.stmt.touched.clear()
             w = self.ws.workloads[w.id]
             waited = self._admit_one(ps, w, w.id in routed_now, head_seen)
             head_seen = head_seen or waited
-            self.ws.forget_undo()
-            queue.touch(self.adm.touched)
+            self.stmt.commit()
+            queue.touch(self.stmt.touched)
 
-    def _unroute(self, ps: PoolState, w: WorkloadState, reason: Reason) -> None:
-        self.adm.generation += 1
-        if w.nomination:
-            ps.cluster.unclaim(owner_of(w))
-            self.ws.uncount(ps, w)
-            self.ws.set_holder(ps, w.id, False)
-        self.ws.unindex(ps, w.id)
-        self.ws.workloads[w.id] = replace(w, status=Status.PENDING, pool=None, nomination=())
-        self.adm.decisions.append(Decision(DecisionKind.UNROUTE, w.id, None, reason=reason))
+    def step4_plan(self, before: dict[str, dict[str, int]]) -> Plan:
+        """The plan: decisions in order, step 2's entitlements, the work done."""
+        counters = dict(self.stmt.counters)
+        for name, ps in self.ws.pools.items():  # this cycle's work only
+            for key, value in ps.cluster.counters.as_dict().items():
+                counters[key] = counters.get(key, 0) + value - before[name].get(key, 0)
+        return Plan(
+            cycle_id=self.config.cycle_id,
+            snapshot_version=self.snapshot.version,
+            now=self.snapshot.now,
+            decisions=tuple(self.stmt.decisions),
+            entitlements={
+                name: dict(ps.entitlements.by_team) if ps.entitlements else {}
+                for name, ps in self.ws.pools.items()
+            },
+            counters=counters,
+        )
 
     def _admit_one(
         self, ps: PoolState, w: WorkloadState, is_routed_now: bool, head_seen: bool
@@ -154,13 +160,16 @@ class _Cycle:
         occupy = not w.nomination  # a held workload starts through its claim
         result, _pods = adm.try_fit(ps, w, occupy=occupy)
         if result is not None and result.ok:
-            adm.start(ps, w, result.pods, occupied=occupy)
+            self.stmt.start(ps, w, result.pods, occupied=occupy)
             return False
-        if not is_routed_now and self.router.move_if_starts_elsewhere(w):
-            return False
+        if not is_routed_now:
+            elsewhere = self.router.start_elsewhere(w)
+            if elsewhere is not None:
+                self.stmt.move(w, *elsewhere)
+                return False
         found = adm.find_victims(ps, w)
         if found is not None:
-            adm.preempt(ps, w, found)
+            self._preempt(ps, w, found)
             return False
         if result is None:
             reason = explain.quota_reason(ps, w, w.spec.min_pods * ps.charge(w))
@@ -171,23 +180,42 @@ class _Cycle:
         self._wait_or_hold(ps, w, reason, head_seen, quota_ok=result is not None)
         return True
 
+    def _preempt(self, ps: PoolState, w: WorkloadState, found: VictimSet) -> None:
+        """Mark the victims (whole, shrunk, or nominations taken), then
+        nominate ``w`` on its placement, or start it when nothing is left to
+        exit (6.6)."""
+        exits_at = self.snapshot.now + ps.pool.preemption_grace
+        freed = 0
+        for vid in found.victims:
+            v = self.ws.workloads[vid]
+            pods = found.shrinks.get(vid)
+            if pods:
+                freed += self.stmt.shrink(ps, v, pods, w, exits_at)
+            elif v.status.is_placed:
+                freed += self.stmt.preempt(ps, v, w, exits_at)
+            else:
+                self.stmt.release(ps, v, f"nomination taken by {w.name} (id {w.id})", by=w)
+        self.stmt.nominate_or_start(ps, w, found.placement, len(found.victims), freed)
+
     def _wait_or_hold(
         self, ps: PoolState, w: WorkloadState, reason: Reason, head_seen: bool, quota_ok: bool
     ) -> None:
         """Wait with ``reason``; the head of the line may get a starvation hold."""
         hold_after = ps.pool.starvation_hold_after
         if head_seen or hold_after is None:
-            self.adm.wait(w, reason)
+            self.stmt.wait(w, reason)
             return
         since = w.head_since if w.head_since is not None else self.snapshot.now
         if w.nomination and w.is_hold:
-            self.adm.wait(w, reason, head_since=since)
+            self.stmt.wait(w, reason, head_since=since)
             return
         if quota_ok and self.snapshot.now - since >= hold_after:
-            held = Reason(reason.code, f"{reason.message}; starvation hold since {since}")
-            if self.adm.hold(ps, w, held, since):
+            placement = self.adm.hold_placement(ps, w)
+            if placement is not None:
+                held = Reason(reason.code, f"{reason.message}; starvation hold since {since}")
+                self.stmt.hold(ps, w, placement, held, since)
                 return
-        self.adm.wait(w, reason, head_since=since)
+        self.stmt.wait(w, reason, head_since=since)
 
 
 @dataclass(frozen=True, slots=True)

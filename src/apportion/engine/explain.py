@@ -7,8 +7,9 @@ from fractions import Fraction
 from apportion.domain.lifecycle import WorkloadState
 from apportion.domain.quantities import format_gpus as _format_gpus
 from apportion.domain.reasons import Reason, ReasonCode
+from apportion.domain.workload import Placement
 from apportion.engine.placement import FailureKind, PlacementResult
-from apportion.engine.working import PoolState
+from apportion.engine.pool_state import PoolState
 
 _BY_FAILURE = {
     FailureKind.NO_NODE_FITS: ReasonCode.NO_ELIGIBLE_POOL,
@@ -155,7 +156,25 @@ def fit_reason(
     return Reason(code, base)
 
 
-def preempting_reason(ps: PoolState, w: WorkloadState, victims: int, milli: int) -> Reason:
+def preempting_reason(
+    ps: PoolState, w: WorkloadState, victims: int, milli: int, placement: Placement = (),
+) -> Reason:
+    """PREEMPTING: what W's nomination (``placement``, else its own) waits for.
+    When its own victims free nothing that must exit (it fits on devices that
+    earlier victims still hold in their grace, or it took only nominations),
+    the message names the workloads whose devices it waits for."""
+    nominated = placement or w.nomination
+    if milli == 0 and nominated:
+        holders = sorted({owner[0] for owner in ps.cluster.exiting_on(nominated)})
+        if holders:
+            named = ", ".join(str(i) for i in holders[:5])
+            more = f" and {len(holders) - 5} more" if len(holders) > 5 else ""
+            return Reason(
+                ReasonCode.PREEMPTING,
+                f"{needs(ps, w)}; waiting for the devices of preempted workload"
+                f"{'s' if len(holders) != 1 else ''} {named}{more} to be released "
+                f"(preemption grace) in pool {ps.pool.name}",
+            )
     return Reason(
         ReasonCode.PREEMPTING,
         f"{needs(ps, w)}; waiting for {victims} preempted workload"

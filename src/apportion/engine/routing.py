@@ -8,15 +8,15 @@ most entitlement headroom; pool name.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from fractions import Fraction
 
 from apportion.domain.lifecycle import WorkloadState
 from apportion.domain.reasons import Reason, ReasonCode
+from apportion.domain.workload import Placement
 from apportion.engine import explain
 from apportion.engine.admission import Admission
-from apportion.engine.plan import Decision, DecisionKind
-from apportion.engine.working import PoolState, WorkingState
+from apportion.engine.pool_state import PoolState
+from apportion.engine.working_state import WorkingState
 
 _NO_COST = (0, 0, 0, 0, "")
 Score = tuple[int, tuple[int, int, int, int, str], int, Fraction | int, str]
@@ -105,11 +105,11 @@ class Router:
             headroom = ps.entitlement(w.team) - led.usage(w.team)
         return (rank, cost, inside, -headroom, ps.pool.name)
 
-    def move_if_starts_elsewhere(self, w: WorkloadState) -> bool:
-        """A Queued workload that cannot start in its pool moves to another pool
-        where it can start right now (without preemption), and starts there."""
+    def start_elsewhere(self, w: WorkloadState) -> tuple[PoolState, Placement] | None:
+        """Another pool where Queued ``w``, which cannot start in its own, can
+        start right now without preemption, and its placement there (6.1)."""
         if w.nomination:
-            return False
+            return None
         options = []
         for ps in self.matching(w):
             if ps.pool.name == w.pool or (
@@ -120,16 +120,12 @@ class Router:
             if score[0] == 0:
                 options.append((score, ps.pool.name))
         if not options:
-            return False
+            return None
         target = self.ws.pools[min(options)[1]]
         result, _pods = self.adm.try_fit(target, w)
         if result is None or not result.ok:  # pragma: no cover - scored just above
-            return False
-        self.adm.decisions.append(Decision(DecisionKind.MOVE, w.id, target.pool.name))
-        moved = replace(w, pool=target.pool.name)
-        self.ws.workloads[w.id] = moved
-        self.adm.start(target, moved, result.pods)
-        return True
+            return None
+        return target, result.pods
 
 
 _CRITERIA = (

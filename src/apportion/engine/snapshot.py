@@ -40,10 +40,36 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class Shortcuts:
+    """The victim search's shortcuts, each of which only skips work whose
+    outcome it knows; plans are the same with any of them off (tested).
+
+    - ``bounds``: the cheap necessary conditions (``preemption/bounds.py``:
+      enough reachable GPUs, teams that could ever pass 6.4) checked first;
+    - ``failed_search_memo``: a search that failed is not repeated for a
+      workload of the same shape while nothing changed (``Admission``);
+    - ``exhaust``: a search whose whole candidate set would not make room
+      fails without the greedy (``preemption/exhaust.py``);
+    - ``first_pick``: the greedy stops at once when its first pick would
+      find nothing (``preemption/greedy.py``).
+    """
+
+    bounds: bool = True
+    failed_search_memo: bool = True
+    exhaust: bool = True
+    first_pick: bool = True
+
+
+ALL_SHORTCUTS = Shortcuts()
+
+
+@dataclass(frozen=True, slots=True)
 class CycleConfig:
     """Settings of one cycle. ``cycle_id`` is recorded on every decision."""
 
     cycle_id: int = 0
+    #: Off only to check that they change nothing (tests, benchmarks).
+    shortcuts: Shortcuts = ALL_SHORTCUTS
     #: Upper bound on preemption candidates examined for one workload (safety valve).
     max_victim_candidates: int = 100_000
     extra: Mapping[str, str] = field(default_factory=dict)

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from apportion.domain.quantities import parse_gpu_request
-from apportion.engine.order import WaitingQueue
+from apportion.engine.waiting_order import WaitingQueue
 from apportion.service.authz import require_reader
 from apportion.service.context import Ctx
 from apportion.service.insights import event_teams, held

@@ -18,9 +18,9 @@ from fractions import Fraction
 from apportion.domain.cluster import Node
 from apportion.domain.errors import ApportionError
 from apportion.domain.lifecycle import Exiting, WorkloadState
-from apportion.engine import cache as engine_cache
+from apportion.engine import kept_state as engine_cache
 from apportion.engine.apply import Preemption, apply_plan
-from apportion.engine.cache import CycleCache
+from apportion.engine.kept_state import CycleCache
 from apportion.engine.plan import DecisionKind, Plan
 from apportion.engine.snapshot import CycleConfig, Snapshot
 from apportion.sim.events import apply_event, submit

@@ -5,7 +5,7 @@ pool's devices that the scheduling cycle places into, preempts from and
 nominates on.
 """
 
-from apportion.engine.placement.state import ClusterState
+from apportion.engine.placement.cluster_state import ClusterState
 from apportion.engine.placement.types import (
     Counters,
     FailureKind,

@@ -10,8 +10,8 @@ WAITING_FOR_CAPACITY, the order of the reason table.
 from __future__ import annotations
 
 from apportion.domain.quantities import format_gpus
-from apportion.engine.placement.book import Constraints, DeviceBook, FilterKey
-from apportion.engine.placement.index import FULL, ScopeIndex
+from apportion.engine.placement.device_book import Constraints, DeviceBook, FilterKey
+from apportion.engine.placement.scope_index import FULL, ScopeIndex
 from apportion.engine.placement.types import FailureKind, PlacementRequest, PlacementResult
 
 

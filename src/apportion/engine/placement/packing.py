@@ -11,8 +11,8 @@ devices that still has N. Ties break by node name, then device index.
 from __future__ import annotations
 
 from apportion.domain.workload import DeviceShare, Placement, PodPlacement
-from apportion.engine.placement.book import DeviceBook
-from apportion.engine.placement.index import FULL, ScopeIndex
+from apportion.engine.placement.device_book import DeviceBook
+from apportion.engine.placement.scope_index import FULL, ScopeIndex
 from apportion.engine.placement.types import Counters, PlacementRequest
 
 

@@ -20,14 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from apportion.domain.workload import TopologyMode
-from apportion.engine.placement.book import Constraints, DeviceBook, FilterKey
+from apportion.engine.placement.device_book import Constraints, DeviceBook, FilterKey
 from apportion.engine.placement.feasibility import (
     need_text,
     never_result,
     pod_milli,
     waiting_result,
 )
-from apportion.engine.placement.index import ScopeIndex
+from apportion.engine.placement.scope_index import ScopeIndex
 from apportion.engine.placement.types import (
     Counters,
     FailureKind,

@@ -17,8 +17,8 @@ and ``sum(avail // charge)`` shared pods.
 
 from __future__ import annotations
 
-from apportion.engine.placement.book import ALL_NODES, Constraints, DeviceBook, FilterKey
-from apportion.engine.placement.index import FULL
+from apportion.engine.placement.device_book import ALL_NODES, Constraints, DeviceBook, FilterKey
+from apportion.engine.placement.scope_index import FULL
 from apportion.engine.placement.types import Owner, PlacementRequest
 
 

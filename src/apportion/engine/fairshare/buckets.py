@@ -1,11 +1,11 @@
 """Steps 1-2 of SPEC 4: what the buckets grant, for a whole pool or one top-level subtree.
 
-Helpers of :mod:`apportion.engine.fairshare`. Top-level subtrees share no
+Helpers of :mod:`apportion.engine.fairshare.demand`. Top-level subtrees share no
 bucket and no cap; the only thing they share is the pool capacity (ROOT's
 cap). Steps 1-2 only grant from buckets, so when the buckets of all teams
 together fit in the capacity, ROOT's cap can never bind in them and each
 top-level subtree's steps 1-2 give exactly what they give in the whole pool:
-:class:`~apportion.engine.fairshare.DemandBook` then keeps them per top-level
+:class:`~apportion.engine.fairshare.demand.DemandBook` then keeps them per top-level
 team and redoes only those whose demand changed.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from apportion.engine.fairshare_fill import (
+from apportion.engine.fairshare.fill import (
     ROOT,
     Grants,
     LevelFill,
@@ -23,7 +23,7 @@ from apportion.engine.fairshare_fill import (
     active_children,
     fill_level,
 )
-from apportion.engine.fairshare_reserved import PiecesOf, TopGrant, grant_reserved
+from apportion.engine.fairshare.reserved import PiecesOf, TopGrant, grant_reserved
 
 
 @dataclass(frozen=True, slots=True)

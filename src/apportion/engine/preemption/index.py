@@ -73,6 +73,11 @@ def candidate(lookup: Mapping[int, WorkloadState], item: Item) -> WorkloadState:
     return w if not item[4] else pod_victim(w, -item[4])
 
 
+def candidate_key(v: WorkloadState) -> tuple[int, int]:
+    """A candidate's key: (id, 0) for a whole workload, (id, pod + 1) for a pod."""
+    return (v.id, v.pod + 1) if isinstance(v, PodVictim) else (v.id, 0)
+
+
 class VictimIndex:
     """Candidate victims of one pool, by (rank, team), sorted cheapest first.
 

@@ -20,7 +20,7 @@ from apportion.domain.lifecycle import Exiting, WorkloadState
 from apportion.engine.cycle import _Cycle
 from apportion.engine.plan import DecisionKind, Plan
 from apportion.engine.snapshot import CycleConfig, Snapshot
-from apportion.engine.working import WorkingState
+from apportion.engine.working_state import WorkingState
 
 
 class CycleCache:
@@ -135,6 +135,19 @@ class CycleCache:
         self.kept += 1
         return kept
 
+    def _track_waiting(
+        self, new: Mapping[int, WorkloadState], gone: list[int], came: list[int],
+        kept: set[int],
+    ) -> None:
+        """Keep the ids of the loaded waiting workloads current."""
+        waiting = self._waiting
+        for i in gone:
+            waiting.discard(i)
+        for i in came:
+            if new[i].status.is_waiting:
+                waiting.add(i)
+        waiting.difference_update(kept)
+
     def _update(
         self, ws: WorkingState, snapshot: Snapshot, new: dict[int, WorkloadState],
         gone: list[int], came: list[int], kept: set[int],
@@ -145,24 +158,11 @@ class CycleCache:
         started in the last cycle and are in place: only their victim entry
         and demand follow their new state."""
         old = self._loaded
-        waiting = self._waiting
-        for i in gone:
-            waiting.discard(i)
-        for i in came:
-            if new[i].status.is_waiting:
-                waiting.add(i)
+        self._track_waiting(new, gone, came, kept)
         for i in sorted(kept):
-            waiting.discard(i)
             ws.refresh_placed(new[i])
         exiting = set(snapshot.exiting)
-        arrived = set(came)
-        for wid in sorted(ws.take_provisional()):  # routed last cycle: still so?
-            if wid in arrived or wid in kept:
-                continue  # its new state is loaded below (or in place)
-            if wid in new:
-                ws.load(new[wid])  # unchanged, so still Pending: no demand
-            else:
-                ws.set_demand(wid, None, None)
+        _settle_routed(ws, new, set(came) | kept)
         for ex in sorted(self._exiting - exiting, key=_exit_key):
             ws.load_exiting(ex, -1)
         for i in gone:
@@ -177,6 +177,19 @@ class CycleCache:
         self._loaded = new
         self._exiting = exiting
         self.updates += len(gone) + len(came)
+
+
+def _settle_routed(ws: WorkingState, new: Mapping[int, WorkloadState], skip: set[int]) -> None:
+    """Workloads the last cycle routed had their demand counted provisionally:
+    load their state again (unchanged, so still Pending: no demand), or drop
+    it when they left; ``skip`` holds those loaded by the caller anyway."""
+    for wid in sorted(ws.take_provisional()):
+        if wid in skip:
+            continue
+        if wid in new:
+            ws.load(new[wid])
+        else:
+            ws.set_demand(wid, None, None)
 
 
 def _started(plan: Plan, ws: WorkingState) -> dict[int, WorkloadState] | None:

@@ -13,26 +13,22 @@ from dataclasses import dataclass, field
 
 from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.domain.workload import Placement, TopologyMode, WorkloadClass, WorkloadSpec
+from apportion.engine.owners import freed_by, owner_of, parts_of
 from apportion.engine.placement import Owner, PlacementRequest
-from apportion.engine.placement.probe import FitProbe
-from apportion.engine.victim_bounds import Reach, outranks, reach, viable
-from apportion.engine.victim_exhaust import exhaustion_fits
-from apportion.engine.victim_index import Item, PodVictim, candidate
-from apportion.engine.victim_order import (
+from apportion.engine.placement.fit_probe import FitProbe
+from apportion.engine.pool_state import PoolState
+from apportion.engine.preemption.bounds import Reach, outranks, reach, viable
+from apportion.engine.preemption.greedy import greedy
+from apportion.engine.preemption.index import Item, PodVictim, candidate, candidate_key
+from apportion.engine.preemption.order import (
     NOMINATION,
     RUNNING,
     STARTING,
     Verdict,
-    VictimIndex,
-    VictimQueue,
 )
-from apportion.engine.working import (
-    PoolState,
-    WorkingState,
-    freed_by,
-    owner_of,
-    parts_of,
-)
+from apportion.engine.preemption.prune import prune
+from apportion.engine.snapshot import ALL_SHORTCUTS, Shortcuts
+from apportion.engine.working_state import WorkingState
 
 RESERVED = WorkloadClass.RESERVED
 
@@ -69,14 +65,12 @@ class VictimSearch:
     placed workload may be "waited for", no 6.4 test, no quota.
     """
 
-    #: Decide searches that must fail without running the greedy
-    #: (victim_exhaust.py). Off only in tests that compare the two.
-    shortcut_failures = True
-
     def __init__(
-        self, ws: WorkingState, ps: PoolState, w: WorkloadState, *, for_hold: bool = False
+        self, ws: WorkingState, ps: PoolState, w: WorkloadState, *, for_hold: bool = False,
+        shortcuts: Shortcuts = ALL_SHORTCUTS,
     ) -> None:
         self.ws, self.ps, self.w, self.for_hold = ws, ps, w, for_hold
+        self.shortcuts = shortcuts
         ps.victims.set_now(ws.snapshot.now)  # 6.5's work lost is read now
         spec = w.spec
         self.pods = spec.min_pods if spec.min_pods < spec.pods else spec.pods
@@ -106,6 +100,9 @@ class VictimSearch:
         self._out: dict[tuple[int, int], tuple[list[Owner], int]] = {}
         self._pods_out: dict[int, set[int]] = {}
         self._cands: dict[Item, WorkloadState] = {}
+        #: Own-team victims taken while the team was over the same-team rule
+        #: (see greedy.py); cleared with every search of a domain.
+        self.own_taken: set[tuple[int, int]] = set()
 
     # -- candidates ------------------------------------------------------------
     def eligible(self, v: WorkloadState) -> bool:
@@ -119,7 +116,7 @@ class VictimSearch:
     def _teams(self) -> list[str]:
         """Teams worth looking at: all, or, for elastic W, only those that could
         ever pass 6.4 in this search."""
-        if self.for_hold or self.w.spec.is_reserved:
+        if self.for_hold or self.w.spec.is_reserved or not self.shortcuts.bounds:
             return self.ps.victims.teams()
         return self._reachable_teams()
 
@@ -215,7 +212,7 @@ class VictimSearch:
         returns milli freed."""
         self._verdicts.clear()
         owners, milli = freed_by(self.ps, v, self._pods_out)
-        self._out[_key(v)] = (owners, milli)
+        self._out[candidate_key(v)] = (owners, milli)
         if isinstance(v, PodVictim):
             self._pods_out.setdefault(v.id, set()).add(v.pod)
         if not v.is_hold:  # holds are claims, not usage
@@ -227,7 +224,7 @@ class VictimSearch:
         """Put ``v`` back into the working state."""
         self._verdicts.clear()
         self._devices_back(v)
-        _owners, milli = self._out.pop(_key(v))
+        _owners, milli = self._out.pop(candidate_key(v))
         if isinstance(v, PodVictim):
             self._pods_out[v.id].discard(v.pod)
         if not v.is_hold:
@@ -280,7 +277,7 @@ class VictimSearch:
     # -- the search --------------------------------------------------------------
     def run(self) -> VictimSet | None:
         """Cheapest victim set over the candidate domains, or None."""
-        if not self.for_hold and not self._viable():
+        if not self.for_hold and self.shortcuts.bounds and not self._viable():
             return None
         topo = self.w.spec.topology
         domains: list[tuple[str, str] | None] = [None]
@@ -308,6 +305,7 @@ class VictimSearch:
         self._verdicts.clear()
         self._out.clear()
         self._pods_out.clear()
+        self.own_taken.clear()
         if not self.for_hold:
             self._move(self.w.spec, self.need)
         free = cluster.free_milli(owner_of(self.w), allow_exiting=True)
@@ -317,14 +315,14 @@ class VictimSearch:
             # each removal gains, and the book stays untouched until the set
             # is known.
             self._probe = cluster.probe(self.req, domain=dom)
-        chosen, free = self._greedy(dom, free)
+        chosen, free = greedy(self, dom, free)
         if chosen is None:
             self._probe = None
             self._undo_moves()
             cluster.rollback(start)
             cluster.commit_checkpoint(start)
             return None
-        chosen = self._prune(chosen, dom, free)
+        chosen = prune(self, chosen, dom, free)
         if self._probe is not None:
             self._probe = None
             for v in chosen:
@@ -362,232 +360,13 @@ class VictimSearch:
             got = self._cands[item] = candidate(self.ws.workloads, item)
         return got
 
-    def _can_take_now(self, index: VictimIndex) -> bool:
-        """For elastic W: could the greedy's first pick find anything in
-        ``index``? Its own team's work below W's priority, or work under a
-        c_V whose 6.4 test passes now (excess(c_V) > 0 and excess(c_W), W
-        counted, below it). "No" means the queue would come up empty."""
-        ps, tree, team_keys, groups = self.ps, self.ws.tree, index.team_keys, index.groups
-        prio, own = self.w.spec.priority, self.w.team
-        for key in team_keys.get(own, ()):
-            head = groups[key][0]
-            if head[0] < prio and head[3] != self.w.id:
-                return True
-        c_w = own
-        for parent in (*tree.path(own)[1:], None):
-            siblings = tree.children(parent) if parent is not None else tree.top_level()
-            level = ps.excess_key(c_w)
-            for sib in siblings:
-                if sib == c_w:
-                    continue
-                ex_v = ps.excess_key(sib)
-                if ex_v > 0 and level < ex_v and any(
-                    leaf in team_keys for leaf in self.ws.leaves_under(sib)
-                ):
-                    return True
-            if parent is None:
-                break
-            c_w = parent
-        return False
-
-    def _greedy(
-        self, dom: tuple[str, str] | None, free: int
-    ) -> tuple[list[WorkloadState] | None, int]:
-        """Take candidates in order until W fits; None if it never does."""
-        chosen: list[WorkloadState] = []
-        if self.for_hold:
-            for v in self._hold_candidates():
-                if self.fit(dom, free):
-                    return chosen, free
-                if dom is None or self._touches(v, dom):
-                    free += self.remove(v)
-                    chosen.append(v)
-            return (chosen, free) if self.fit(dom, free) else (None, free)
-
-        index = self.ps.victims
-        sub = index.domain(dom) if dom is not None else None
-        eligible = self.eligible
-        if sub is not None:
-            index = sub
-        elif dom is not None:
-            def eligible(v: WorkloadState) -> bool:
-                return self.eligible(v) and self._touches(v, dom)
-
-        is_filtered = dom is not None and sub is None
-        if (not is_filtered and not self.w.spec.is_reserved
-                and not self._can_take_now(index) and not self.fit(dom, free)):
-            return None, free  # the queue's first pick would find nothing
-        if (self.shortcut_failures and self._probe is not None and not is_filtered
-                and not self.w.spec.is_reserved):
-            fits, looked = exhaustion_fits(
-                self.ws, self.ps, self.w, index, self.eligible,
-                self.ps.cluster.probe(self.req, domain=dom), free, self.need,
-                self.own_debt(),
-            )
-            self.examined += looked
-            if not fits:
-                return None, free  # the greedy would take its final set and not fit
-        own = self.w.team
-        prio, is_elastic = self.w.spec.priority, not self.w.spec.is_reserved
-
-        def rule(key: tuple[int, str]) -> tuple[bool, int | None]:
-            # Groups are sorted by priority: W outranks only a prefix of the
-            # nominations, and of its own team's work when W is elastic.
-            if key[0] == NOMINATION or is_elastic:
-                return False, prio
-            return False, None
-
-        static = eligible
-        taken: set[tuple[int, int]] = set()
-        # Same team (6.4, rev 3): while the team is over what the rule allows,
-        # only a victim that frees enough passes; once one is taken the team
-        # is within it, and the rest pass (see below).
-        has_own_rule = self._own_limit is not None
-
-        def may_pick(v: WorkloadState) -> bool:
-            if has_own_rule and v.team == own and (_key(v) in taken or not self.own_allows(v)):
-                return False
-            return static(v) and self._may_take(v)
-
-        # Other teams' placed work in the right index needs no per-item check:
-        # the index holds only elastic Starting/Running work, all eligible for W.
-        queue = VictimQueue(index, self._teams(), self._candidate,
-                            may_pick, self.ps.excess_key, self.verdict, own=own, rule=rule,
-                            trusted=not is_filtered,
-                            block=self._block, woken=self._woken, level=self.ps.excess_key)
-        try:
-            while not self.fit(dom, free):
-                pick = queue.pick()
-                if pick is None:
-                    return None, free
-                was_over = pick.team == own and self.own_debt() > 0
-                free += self.remove(pick)
-                chosen.append(pick)
-                if was_over:  # own candidates skipped as too small may pass now
-                    taken.add(_key(pick))
-                    queue.rescan(own)
-            return chosen, free
-        finally:
-            self.examined += queue.examined
-
-    def _prune(
-        self, chosen: list[WorkloadState], dom: tuple[str, str] | None, free: int,
-    ) -> list[WorkloadState]:
-        """Reverse passes: drop a victim if W still fits and every 6.4 test holds.
-
-        SPEC 6.5 asks for one pass and promises an irreducible result; with
-        order-dependent 6.4 tests one pass can miss a victim that becomes
-        sparable only after a later-chosen one was dropped, so the pass repeats
-        until it drops nothing (docs/scheduling.md). On entry and exit every
-        kept victim is removed from the working state.
-        """
-        kept = list(chosen)
-        while True:
-            before = len(kept)
-            kept, free = self._prune_pass(kept, dom, free)
-            if len(kept) == before:
-                return kept
-
-    def _prune_pass(
-        self, chosen: list[WorkloadState], dom: tuple[str, str] | None, free: int,
-    ) -> tuple[list[WorkloadState], int]:
-        """One reverse pass, newest-chosen first."""
-        needs_order = not (self.for_hold or self.w.spec.is_reserved) and any(
-            v.team != self.w.team for v in chosen
-        )
-        kept = list(chosen)
-        for v in reversed(chosen):
-            milli = self._milli(v)
-            if free - milli < self.need:
-                continue  # not enough capacity without it: it stays
-            if not self._own_rule_holds_without(v, kept) or not self._may_spare(v, kept):
-                continue
-            if needs_order and self._affects_later(v, kept):
-                spared = self._spare_in_order(v, kept, dom, free - milli)
-            else:
-                spared = self._spare(v, dom, free - milli)
-            if spared:
-                kept = [c for c in kept if c is not v]
-                free -= milli
-        return kept, free
-
-    def _own_rule_holds_without(self, v: WorkloadState, kept: list[WorkloadState]) -> bool:
-        """6.4's same-team rule after sparing ``v``, read on the final set:
-        if victims of W's own team remain, the team (W added, they removed)
-        is still no further over its share than before. Sparing another
-        team's victim leaves W's team's usage as it is."""
-        if self._own_limit is None or v.team != self._own or v.is_hold:
-            return True
-        if not any(c.team == self._own and c is not v for c in kept):
-            return True
-        return self.own_debt() + self._milli(v) * self.ps.scale <= 0
-
-    def _affects_later(self, v: WorkloadState, kept: list[WorkloadState]) -> bool:
-        """Could sparing ``v`` break the 6.4 test of a victim chosen after it?
-
-        Keeping ``v`` raises the excess of ``v``'s team and its ancestors.
-        That only hurts a later cross-team victim whose c_W contains ``v``'s
-        team (it raises excess(c_W)); a higher excess(c_V) only helps.
-        """
-        path = self.ws.tree.path(v.team)
-        pos = next(i for i, c in enumerate(kept) if c is v)
-        for c in kept[pos + 1:]:
-            if c.team == self.w.team or c.spec.is_reserved:
-                continue
-            if self._lca_children(c.team)[0] in path:
-                return True
-        return False
-
-    def _spare(self, v: WorkloadState, dom: tuple[str, str] | None, free: int) -> bool:
-        """Put ``v`` back; keep it back if W still fits, else take it out again."""
-        self.restore(v)
-        if self.fit(dom, free):
-            return True
-        self.remove(v)
-        return False
-
-    def _spare_in_order(
-        self, v: WorkloadState, kept: list[WorkloadState], dom: tuple[str, str] | None,
-        free: int,
-    ) -> bool:
-        """Like :meth:`_spare`, and every other victim must still pass 6.4 in the
-        order it was chosen. The order is replayed on the ledger alone (cheap);
-        only ``v`` moves on the devices. Victims chosen before ``v`` saw the
-        same working state as before (those before them are unchanged), so the
-        replay starts at ``v``."""
-        later = kept[next(i for i, c in enumerate(kept) if c is v):]
-        for c in later:
-            if not c.is_hold:
-                self._move(c.spec, self._milli(c))
-        ok = True
-        for c in later:
-            if c is v:
-                continue
-            self._verdicts.clear()
-            ok = ok and self.passes(c)
-            if not c.is_hold:
-                self._move(c.spec, -self._milli(c))
-        self._verdicts.clear()
-        if ok:
-            self._devices_back(v)
-            ok = self.fit(dom, free)
-            if not ok:
-                self._devices_out(v)
-        if not ok and not v.is_hold:
-            self._move(v.spec, -self._milli(v))
-        if ok:  # spared: no longer taken out
-            self._out.pop(_key(v))
-            if isinstance(v, PodVictim):
-                self._pods_out[v.id].discard(v.pod)
-        return ok
-
     def _milli(self, v: WorkloadState) -> int:
         """What ``v`` frees: as recorded when it was taken out, else now."""
-        got = self._out.get(_key(v))
+        got = self._out.get(candidate_key(v))
         return got[1] if got is not None else freed_by(self.ps, v, self._pods_out)[1]
 
     def _owners(self, v: WorkloadState) -> list[Owner]:
-        return self._out[_key(v)][0]
+        return self._out[candidate_key(v)][0]
 
     def _devices_back(self, v: WorkloadState) -> None:
         if self._probe is not None:
@@ -610,15 +389,6 @@ class VictimSearch:
         else:
             self.ps.cluster.unclaim(owner_of(v))
 
-    def _may_spare(self, v: WorkloadState, kept: list[WorkloadState]) -> bool:
-        """A pod of a workload still taken whole is implied by it, and a pod
-        may stay only if no older pod of it goes (newest first)."""
-        if not isinstance(v, PodVictim):
-            return True
-        return not any(
-            c.id == v.id and (not isinstance(c, PodVictim) or c.pod < v.pod) for c in kept
-        )
-
     def _cost(self, chosen: list[WorkloadState], domain: str) -> tuple[int, int, int, int, str]:
         running = sum(self._milli(v) for v in chosen if v.status is Status.RUNNING)
         starting = sum(self._milli(v) for v in chosen if v.status is Status.STARTING)
@@ -626,17 +396,12 @@ class VictimSearch:
         return (running, starting, top, len({v.id for v in chosen}), domain)
 
 
-def _key(v: WorkloadState) -> tuple[int, int]:
-    """A candidate's key: (id, 0) for a whole workload, (id, pod + 1) for a pod."""
-    return (v.id, v.pod + 1) if isinstance(v, PodVictim) else (v.id, 0)
-
-
 def search_victims(
     ws: WorkingState, ps: PoolState, w: WorkloadState, *, for_hold: bool = False,
-    counter: Callable[[int], None] | None = None,
+    counter: Callable[[int], None] | None = None, shortcuts: Shortcuts = ALL_SHORTCUTS,
 ) -> VictimSet | None:
     """Run a :class:`VictimSearch`; ``counter`` receives the work done."""
-    search = VictimSearch(ws, ps, w, for_hold=for_hold)
+    search = VictimSearch(ws, ps, w, for_hold=for_hold, shortcuts=shortcuts)
     result = search.run()
     if counter is not None:
         counter(search.examined)

@@ -29,8 +29,7 @@ whole demand); the pool then only adds up and merges the kept parts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from fractions import Fraction
 from itertools import accumulate
 from math import lcm
@@ -39,7 +38,10 @@ from typing import NamedTuple, TypeVar
 
 from apportion.domain.errors import ValidationError
 from apportion.domain.org import OrgTree
-from apportion.engine.fairshare_fill import (
+from apportion.engine.fairshare.buckets import BucketTotals, grant_buckets
+from apportion.engine.fairshare.burst import Burst, Fractions, fractions_of, lean_burst
+from apportion.engine.fairshare.burst import burst as burst_step
+from apportion.engine.fairshare.fill import (
     ROOT,
     Grants,
     LevelFill,
@@ -50,60 +52,14 @@ from apportion.engine.fairshare_fill import (
     grant_all,
     index_pool,
 )
-from apportion.engine.fairshare_reserved import LeafOrder, OrderKey, TopGrant
-from apportion.engine.fairshare_steps import BucketGrant, BucketTotals, grant_buckets
+from apportion.engine.fairshare.reserved import LeafOrder, OrderKey, TopGrant
+from apportion.engine.fairshare.types import DemandItem, Entitlements
 
 __all__ = ["DemandBook", "DemandItem", "Entitlements", "entitlements"]
 
 _ZERO = Fraction(0)
 K = TypeVar("K")
-_MEMO_LIMIT = 4096  # whole amounts kept as Fractions between calls, at most
 Demand = dict[int, dict[str, Milli]]  # priority -> leaf -> elastic demand still wanted
-
-
-@dataclass(frozen=True, slots=True)
-class DemandItem:
-    """One workload's demand in a pool (milli-GPU), as the caller counts it.
-
-    The caller leaves out work that could never run. Reserved work is ordered
-    by (priority descending, submitted_at, workload_id).
-    """
-
-    team: str
-    is_reserved: bool
-    priority: int
-    milli: int
-    submitted_at: int = 0
-    workload_id: int = 0
-
-    @property
-    def order_key(self) -> OrderKey:
-        return (-self.priority, self.submitted_at, self.workload_id)
-
-
-@dataclass(frozen=True, slots=True)
-class Entitlements:
-    """Entitlements of every team in one pool, exact, in milli-GPU.
-
-    ``by_team`` holds every team of the tree, leaf or not: the total granted to
-    its subtree. ``surplus`` is step 3's surplus. ``counters`` count work done
-    (teams_visited, levels, items, reserved_pieces, fills). ``scale`` (the
-    least common denominator of ``by_team``, 0 when not given) and ``scaled``
-    (``by_team`` times it, as ints; shared, never to be changed) serve exact
-    comparisons without Fractions.
-    """
-
-    pool: str
-    capacity: int
-    by_team: Mapping[str, Fraction]
-    surplus: Fraction
-    counters: Mapping[str, int]
-    scale: int = field(default=0, compare=False, repr=False)
-    scaled: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
-
-    def of(self, team: str) -> Fraction:
-        """The entitlement of ``team``; 0 for an unknown team or no grant."""
-        return self.by_team.get(team, _ZERO)
 
 
 def entitlements(
@@ -125,35 +81,12 @@ def entitlements(
     return DemandBook(tree, pool, demand, index=index).entitlements(capacity)
 
 
-class _Fractions(dict[int, Fraction]):
-    """Whole milli -> the same as a Fraction, made on first use."""
-
-    def __missing__(self, key: int) -> Fraction:
-        value = self[key] = Fraction(key)
-        return value
-
-
 class Work(NamedTuple):
     """Work counters of steps 1-2 in one call."""
 
     fills: int
     visits: int
     pieces: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Burst:
-    """Step 4 inside one top-level subtree, if the pool had room for it.
-
-    ``total``: what the subtree takes in step 4; ``shares``: every team's
-    entitlement then (Fractions, in index order); ``scale``: the least common
-    denominator of ``shares``; ``whole``: ``shares`` as ints when ``scale`` is 1.
-    """
-
-    total: Milli
-    shares: dict[str, Fraction]
-    scale: int
-    whole: dict[str, int]
 
 
 class DemandBook:
@@ -192,16 +125,16 @@ class DemandBook:
             top: {} for top in self._index.children[ROOT]
         }
         self._buckets = sum(self._index.bucket.values())
-        self._fractions = _Fractions()
+        self._fractions = Fractions()
         self._reserved_total: dict[str, int] = {}  # leaf -> milli
         self._reserved: dict[str, list[tuple[OrderKey, int]]] = {}  # leaf -> workloads
         self._sorted: dict[str, LeafOrder] = {}  # leaf -> its workloads in order (a cache)
         self._step1: dict[str, TopGrant] = {}  # top-level team -> its step 1 (a cache)
         self._totals = BucketTotals(self._index)  # steps 1-2 per top-level team (a cache)
         self._tops: set[str] = set()  # top-level teams whose part in _totals is current
-        # Step 4 per top-level team when nothing binds (see _Burst), kept with
+        # Step 4 per top-level team when nothing binds (see Burst), kept with
         # _totals; the shares of all of them together, in index order.
-        self._bursts: dict[str, _Burst] = {}
+        self._bursts: dict[str, Burst] = {}
         self._granted12: dict[str, Milli] = {}  # top -> granted in its subtree by steps 1-2
         self._lean: set[str] = set()  # top-level teams whose _bursts entry is current
         self._shares: dict[str, Fraction] = dict.fromkeys(self._index.teams, _ZERO)
@@ -312,7 +245,7 @@ class DemandBook:
 
         The dicts returned are fresh (the caller changes them). When all buckets
         fit in the capacity, each top-level subtree is done on its own and kept
-        until its demand changes (fairshare_steps explains why that is exact).
+        until its demand changes (fairshare/buckets.py explains why that is exact).
         """
         index = self._index
         if self._buckets > capacity:  # the pool capacity may bind: the whole pool at once
@@ -342,7 +275,7 @@ class DemandBook:
         return Work(part.fills, part.visits, part.pieces)
 
     def _refresh_tops(self, capacity: int) -> Work:
-        """Redo steps 1-2 and the subtree's own step 4 (:class:`_Burst`) of the
+        """Redo steps 1-2 and the subtree's own step 4 (:class:`Burst`) of the
         top-level subtrees whose demand changed; only when all buckets fit the pool.
 
         A subtree where no bucket overflows and no cap can bind gets everything
@@ -353,12 +286,15 @@ class DemandBook:
         for top in index.children[ROOT]:
             if top in self._lean:
                 continue
-            lean = self._lean_burst(top)
+            lean = lean_burst(
+                self._index.subtrees[top], top, self._reserved_total, self._elastic[top],
+                self._fractions)
             if lean is None:
                 if top not in self._tops:
                     work = _plus(work, self._refresh_part(top, capacity))
                 part = self._totals.parts[top]
-                granted12, burst = part.granted[ROOT], self._burst(index.subtrees[top], top, part)
+                granted12 = part.granted[ROOT]
+                burst = burst_step(index.subtrees[top], top, part, self._fractions)
             else:
                 granted12, burst = lean
             self._granted12[top] = granted12
@@ -367,122 +303,6 @@ class DemandBook:
             self._whole.update(burst.whole)  # read only when every scale is 1
             self._lean.add(top)
         return work
-
-    def _lean_burst(self, top: str) -> tuple[int, _Burst] | None:
-        """``top``'s subtree from its leaves' totals when no bucket above a leaf
-        serves reserved work in part and no cap above a leaf binds: (what
-        steps 1-2 grant, the subtree's step 4); None otherwise.
-
-        Then each leaf's own bucket takes its reserved work up to the bucket
-        (an ancestor's bucket that is reached by reserved work is empty, else
-        it would have to pick workloads in order: None), and nothing decides
-        between leaves: with room in the pool, step 4 tops every leaf up to
-        min(its cap, its granted reserved + elastic demand), and a team above
-        gets what its children get. What steps 1-2 grant: the reserved part,
-        each own bucket's rest up to the leaf's elastic demand (step 2a), and
-        each ancestor's bucket up to what is still wanted below it within the
-        caps (step 2b, deepest first). The general passes give exactly that.
-        """
-        sub = self._index.subtrees[top]
-        bucket, cap = sub.bucket, sub.cap
-        reserved = self._reserved_total
-        elastic: dict[str, int] = {}
-        for level in self._elastic[top].values():
-            for leaf, milli in level.items():
-                elastic[leaf] = elastic.get(leaf, 0) + milli
-        shares = dict.fromkeys(sub.teams, 0)  # what each team ends up with
-        over: dict[str, int] = {}  # reserved demand leaving a team upward
-        wants: dict[str, int] = {}  # elastic still wanted (within caps) after own buckets
-        granted = 0  # by steps 1-2
-        for leaf in sub.leaves:
-            mine, more, room = reserved.get(leaf, 0), elastic.get(leaf, 0), bucket[leaf]
-            used = min(mine, room)
-            take = min(room - used, more)
-            most = cap[leaf]
-            if most is None:
-                shares[leaf] = used + more
-                wants[leaf] = more - take
-            elif most < room:  # pragma: no cover - a cap is never below the reservation
-                return None
-            else:
-                shares[leaf] = min(most, used + more)
-                wants[leaf] = min(most - used - take, more - take)
-            over[leaf] = mine - used
-            granted += used + take
-        children = sub.children
-        for team in sub.bottom_up:
-            kids = children[team]
-            if not kids:
-                continue
-            arriving = sum(over[c] for c in kids)
-            room = bucket[team]
-            if arriving and room:
-                return None
-            over[team] = arriving
-            wanted = sum(wants[c] for c in kids)
-            take = min(room, wanted)
-            wants[team] = wanted - take
-            granted += take
-            total = sum(shares[c] for c in kids)
-            most = cap[team]
-            if most is not None and total > most:
-                return None
-            shares[team] = total
-        memo = self._fractions
-        if len(memo) > _MEMO_LIMIT:
-            memo.clear()
-        fractions = {slug: memo[milli] for slug, milli in shares.items()}
-        return granted, _Burst(shares[top] - granted, fractions, 1, shares)
-
-    def _burst(self, sub: PoolIndex, top: str, part: BucketGrant) -> _Burst:
-        """Step 4 inside ``top``'s subtree as if the pool had room for it all.
-
-        When no cap inside has room for less than its subtree's bursting
-        demand, everything is granted (one pass); else the subtree's own
-        level-by-level water-filling runs with the pool unbounded.
-        """
-        below: dict[str, Milli] = {}
-        path = sub.path
-        for wanted in part.demand.values():
-            for leaf, milli in wanted.items():
-                if milli > 0:
-                    for slug in path[leaf][:-1]:  # not ROOT: the pool is checked by the caller
-                        below[slug] = below.get(slug, 0) + milli
-        caps, granted = sub.cap, part.granted
-        fits = True
-        for slug, milli in below.items():
-            cap = caps[slug]
-            if cap is not None and cap - granted[slug] < milli:
-                fits = False
-                break
-        if fits:
-            total = below.get(top, 0)
-            final: Mapping[str, Milli] = granted
-        else:
-            grants = Grants(sub, 0, dict(granted))
-            grants.caps[ROOT] = None  # the pool is checked by the caller
-            demand = {p: dict(wanted) for p, wanted in part.demand.items()}
-            for p in sorted(demand, reverse=True):
-                kids = active_children(sub, demand[p])
-                fill_level(grants, LevelFill(ROOT, demand[p], kids, stop_when_full=True), None)
-            total = grants.granted[ROOT] - granted[ROOT]
-            final, below = grants.granted, {}
-        memo = self._fractions
-        if len(memo) > _MEMO_LIMIT:
-            memo.clear()
-        shares: dict[str, Fraction] = {}
-        whole: dict[str, int] = {}
-        scale = 1
-        for slug in sub.teams:
-            value = final[slug] + below.get(slug, 0)
-            if isinstance(value, int):
-                shares[slug] = memo[value]
-                whole[slug] = value
-            else:
-                shares[slug] = value
-                whole[slug] = value.numerator
-                scale = lcm(scale, value.denominator)
-        return _Burst(total, shares, scale, whole)
 
     def _all_granted(self, capacity: int, work: Work) -> Entitlements | None:
         """The entitlements when the pool has room for what every top-level
@@ -523,31 +343,6 @@ class DemandBook:
             scaled=scaled,
         )
 
-    def _fractions_of(
-        self, granted: Mapping[str, Milli]
-    ) -> tuple[dict[str, Fraction], int, dict[str, int]]:
-        """``granted`` without ROOT, in its order: as Fractions, and as ints
-        times the least common denominator (returned between them).
-
-        Fractions of whole amounts are kept between calls (a bounded memo).
-        """
-        memo = self._fractions
-        if len(memo) > _MEMO_LIMIT:
-            memo.clear()
-        out = {t: memo[v] if isinstance(v, int) else v for t, v in granted.items()}
-        del out[ROOT]
-        parts = [v for t, v in granted.items() if type(v) is not int and t != ROOT]
-        scale = lcm(*{v.denominator for v in parts}) if parts else 1
-        if scale == 1:  # all whole (a Fraction may be, after sums)
-            scaled = {t: v if type(v) is int else v.numerator for t, v in granted.items()}
-        else:
-            scaled = {
-                t: v * scale if type(v) is int else v.numerator * (scale // v.denominator)
-                for t, v in granted.items()
-            }
-        del scaled[ROOT]
-        return out, scale, scaled
-
     def entitlements(self, capacity: int) -> Entitlements:
         """Entitlements from the current demand in a pool of ``capacity`` milli-GPU."""
         if capacity < 0:
@@ -583,7 +378,7 @@ class DemandBook:
             "reserved_pieces": work.pieces,
             "fills": fills,
         }
-        by_team, scale, scaled = self._fractions_of(grants.granted)
+        by_team, scale, scaled = fractions_of(grants.granted, self._fractions)
         return Entitlements(
             pool=index.pool,
             capacity=capacity,

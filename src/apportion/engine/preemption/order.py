@@ -1,4 +1,4 @@
-"""The greedy order of SPEC 6.5 over a :class:`VictimIndex` (victim_index.py).
+"""The greedy order of SPEC 6.5 over a :class:`VictimIndex` (index.py).
 
 :class:`VictimQueue` yields, one pick at a time, the first candidate in 6.5's
 order that passes 6.4 right now. Only group heads compete, in a heap. After a
@@ -16,7 +16,7 @@ import heapq
 from collections.abc import Callable, Iterable
 
 from apportion.domain.lifecycle import WorkloadState
-from apportion.engine.victim_index import (
+from apportion.engine.preemption.index import (
     NOMINATION,
     RUNNING,
     STARTING,

@@ -8,206 +8,31 @@ in both, so the preemption planner can apply victims, check a fit and back out.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from fractions import Fraction
-from math import lcm
 from typing import TYPE_CHECKING
 
-from apportion.domain.cluster import Pool
 from apportion.domain.lifecycle import Exiting, Status, WorkloadState
 from apportion.domain.org import OrgTree
 from apportion.domain.workload import Placement
-from apportion.engine.fairshare import DemandBook, DemandItem, Entitlements
-from apportion.engine.fairshare_fill import index_pool
-from apportion.engine.ledger import Ledger
-from apportion.engine.placement import ClusterState, Owner, PlacementRequest
-from apportion.engine.snapshot import Snapshot
-from apportion.engine.victim_index import (
+from apportion.engine.fairshare.demand import DemandBook, DemandItem, Entitlements
+from apportion.engine.fairshare.fill import index_pool
+from apportion.engine.owners import exit_owner, owner_of, owners_of, parts_of
+from apportion.engine.placement import ClusterState, Owner
+from apportion.engine.pool_state import PoolState
+from apportion.engine.preemption.index import (
     NOMINATION,
     RUNNING,
     STARTING,
-    PodVictim,
     VictimIndex,
-    split_pods,
 )
+from apportion.engine.snapshot import Snapshot
+from apportion.engine.usage_ledger import Ledger
+from apportion.engine.working_demand import WorkingDemand
 
 if TYPE_CHECKING:
-    from apportion.domain.reasons import Reason
-    from apportion.domain.workload import WorkloadSpec
-    from apportion.engine.placement import PlacementResult
+    pass
 
 
-def owner_of(w: WorkloadState) -> Owner:
-    """The book's owner of ``w``'s claim, or of its first ``min_pods`` pods (all
-    of them unless it scales elastically); of the one pod of a PodVictim."""
-    if isinstance(w, PodVictim):
-        return (w.id, w.attempt, w.pod + 1)
-    return (w.id, w.attempt, 0)
-
-
-def parts_of(w: WorkloadState, placement: Placement | None = None) -> list[tuple[Owner, Placement]]:
-    """``w``'s placed pods as the book holds them: an elastically scaled
-    workload's pods beyond ``min_pods`` each under an owner of its own (part
-    = pod index + 1), so a shrink (SPEC 6.5) can take exactly them."""
-    if placement is None:
-        placement = w.placement
-    spec = w.spec
-    base = (w.id, w.attempt, 0)
-    if spec.min_pods >= spec.pods or len(placement) <= spec.min_pods:
-        return [(base, placement)]
-    out: list[tuple[Owner, Placement]] = [(base, placement[:spec.min_pods])]
-    out += [((w.id, w.attempt, i + 1), (placement[i],))
-            for i in range(spec.min_pods, len(placement))]
-    return out
-
-
-def freed_by(
-    ps: PoolState, v: WorkloadState, taken: Mapping[int, set[int]]
-) -> tuple[list[Owner], int]:
-    """The owners, and the milli, that taking candidate ``v`` frees now, with
-    the pods in ``taken`` (id -> pod indices) already taken as shrinks: a
-    pod frees itself; a whole workload everything it still holds."""
-    if isinstance(v, PodVictim):
-        return [owner_of(v)], v.placement[0].milli
-    full = ps.victims.milli.get(v.id)
-    if full is None:
-        full = v.placed_milli if v.status.is_placed else v.nominated_milli
-    owners = [owner_of(v)]
-    done = taken.get(v.id, ())
-    for i in split_pods(v):
-        if i in done:
-            full -= v.placement[i].milli
-        else:
-            owners.append((v.id, v.attempt, i + 1))
-    return owners, full
-
-
-def owners_of(w: WorkloadState) -> list[Owner]:
-    """Every owner of placed ``w``'s pods (see :func:`parts_of`)."""
-    base = (w.id, w.attempt, 0)
-    return [base, *((w.id, w.attempt, i + 1) for i in split_pods(w))]
-
-
-def exit_owner(ex: Exiting) -> Owner:
-    """The book's owner of an exiting victim's devices."""
-    return (ex.workload_id, ex.attempt, ex.part)
-
-
-@dataclass(slots=True)
-class PoolState:
-    """One pool's working state."""
-
-    pool: Pool
-    ledger: Ledger
-    cluster: ClusterState
-    capacity: int
-    entitlements: Entitlements | None = None
-    scale: int = 1
-    scaled: dict[str, int] = field(default_factory=dict)
-    #: Workload ids whose usage is counted here (placed or nominated), by id.
-    users: dict[int, int] = field(default_factory=dict)
-    #: Candidate victims (elastic placed work, nominations, holds), sorted.
-    victims: VictimIndex = field(default_factory=VictimIndex)
-    #: Workloads holding a starvation hold here (claims that are not usage).
-    holders: set[int] = field(default_factory=set)
-    #: The same ids by leaf team, for victim searches that look at a few teams.
-    team_users: dict[str, set[int]] = field(default_factory=dict)
-    node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
-    schedulable: frozenset[str] = frozenset()
-    #: Requests made so far, by workload id: the spec and attempt they were
-    #: made for, and the requests (immutable, so shared) by pods asked.
-    requests: dict[int, tuple[WorkloadSpec, int, dict[int | None, PlacementRequest]]] = field(
-        default_factory=dict
-    )
-    #: Memo of explain.never_reason (it depends on the spec, the tree and the
-    #: nodes only, none of which change for one PoolState): id -> (spec, reason).
-    never: dict[int, tuple[WorkloadSpec, Reason | None]] = field(default_factory=dict)
-    #: Memo of :meth:`can_ever_place` by request shape (the nodes never change
-    #: for one PoolState, and the answer depends on nothing else).
-    ever: dict[tuple[object, ...], PlacementResult | None] = field(default_factory=dict)
-
-    def charge(self, w: WorkloadState) -> int:
-        return w.spec.charge(self.pool.gpu_memory_mib)
-
-    def request(self, w: WorkloadState, pods: int | None = None) -> PlacementRequest:
-        """The placement request of ``w`` here, optionally with fewer pods."""
-        known = self.requests.get(w.id)
-        if known is None or known[0] is not w.spec or known[1] != w.attempt:
-            known = self.requests[w.id] = (w.spec, w.attempt, {})
-        req = known[2].get(pods)
-        if req is None:
-            req = known[2][pods] = self._request(w, pods)
-        return req
-
-    def can_ever_place(self, w: WorkloadState) -> PlacementResult | None:
-        """Could an empty pool hold ``w``'s min_pods (None) or why not (kept)."""
-        req = self.request(w, w.spec.min_pods)
-        shape = (req.pods, req.min_pods, req.charge, req.whole_devices, req.topology,
-                 tuple(sorted(req.node_selector.items())), req.gpu_type)
-        if shape not in self.ever:
-            self.ever[shape] = self.cluster.can_ever_place(req)
-        return self.ever[shape]
-
-    def forget(self, wid: int) -> None:
-        """Drop what is kept for workload ``wid`` (it left)."""
-        self.requests.pop(wid, None)
-        self.never.pop(wid, None)
-
-    def _request(self, w: WorkloadState, pods: int | None) -> PlacementRequest:
-        req = PlacementRequest.for_spec(w.spec, self.pool.gpu_memory_mib, owner_of(w))
-        if pods is None or pods == req.pods:
-            return req
-        return PlacementRequest(
-            pods=pods,
-            min_pods=min(req.min_pods, pods),
-            charge=req.charge,
-            whole_devices=req.whole_devices,
-            topology=req.topology,
-            node_selector=req.node_selector,
-            gpu_type=req.gpu_type,
-            owner=req.owner,
-        )
-
-    def entitlement(self, team: str) -> Fraction:
-        return self.entitlements.of(team) if self.entitlements is not None else Fraction(0)
-
-    def set_entitlements(self, ents: Entitlements) -> None:
-        """Keep the exact shares, and the same shares as integers over one common
-        denominator, so the hot comparisons (excess, deficit) stay exact without
-        building a Fraction each time."""
-        if self.entitlements is ents:
-            return
-        self.entitlements = ents
-        if ents.scale:  # computed with the shares (a plain dict, read only)
-            self.scale = ents.scale
-            self.scaled = ents.scaled if isinstance(ents.scaled, dict) else dict(ents.scaled)
-            return
-        scale = 1
-        for value in ents.by_team.values():
-            scale = lcm(scale, value.denominator)
-        self.scale = scale
-        self.scaled = {t: v.numerator * (scale // v.denominator) for t, v in ents.by_team.items()}
-
-    def excess_key(self, team: str) -> int:
-        """``excess(team) x scale``: exact, an int, ordered like the excess."""
-        return self.ledger.usage_by_team[team] * self.scale - self.scaled.get(team, 0)
-
-    def deficit_key(self, team: str) -> int:
-        """``deficit(team) x scale``."""
-        return -self.excess_key(team)
-
-    def size_key(self, w: WorkloadState) -> int:
-        """W's size (pods x per-pod charge, SPEC 1) x scale, for 6.2's order."""
-        return w.spec.pods * self.charge(w) * self.scale
-
-    def excess(self, team: str) -> Fraction:
-        return self.ledger.usage(team) - self.entitlement(team)
-
-    def deficit(self, team: str) -> Fraction:
-        return self.entitlement(team) - self.ledger.usage(team)
-
-
-class WorkingState:
+class WorkingState(WorkingDemand):
     """Snapshot + decisions of this cycle, with undoable trial changes."""
 
     #: Ids of the snapshot's waiting (Pending, Queued) workloads, sorted; None
@@ -340,30 +165,6 @@ class WorkingState:
         is_demand = w.status is not Status.PENDING and not w.status.is_terminal
         self.set_demand(w.id, ps, self._demand_item(ps, w) if is_demand else None)
 
-    def set_demand(self, wid: int, ps: PoolState | None, item: DemandItem | None) -> None:
-        """Make ``item`` (in ``ps``) the demand counted for workload ``wid``.
-
-        The demand books change, and their version moves, only when the item
-        really differs, so unchanged demand keeps its computed fair shares.
-        """
-        old = self._demand.get(wid)
-        new = (ps.pool.name, item) if ps is not None and item is not None else None
-        if old == new:
-            return
-        if old is not None:
-            self._books[old[0]].remove(old[1])
-            self._demand_version[old[0]] += 1
-            del self._demand[wid]
-        if new is not None:
-            self._books[new[0]].add(new[1])
-            self._demand_version[new[0]] += 1
-            self._demand[wid] = new
-
-    def take_provisional(self) -> set[int]:
-        """Workloads whose demand was counted because this cycle routed them."""
-        got, self._provisional = self._provisional, set()
-        return got
-
     def unload(self, w: WorkloadState, *, keep_demand: bool = False) -> None:
         """Undo :meth:`load` for a workload that left or changed (``keep_demand``:
         it stays, and :meth:`load` of its new state sets its demand)."""
@@ -387,7 +188,7 @@ class WorkingState:
             other.forget(wid)
             self._never.pop((wid, name), None)
 
-    # -- cycles on a kept state (see engine/cache.py) --------------------------
+    # -- cycles on a kept state (see engine/kept_state.py) --------------------------
     def begin_cycle(
         self,
         snapshot: Snapshot,
@@ -549,69 +350,6 @@ class WorkingState:
         unless the whole cycle is to be taken back (a kept state)."""
         if not self._keep_undo:
             self._undo.clear()
-
-    # -- fair shares ---------------------------------------------------------
-    def compute_entitlements(self, routed: dict[int, str]) -> None:
-        """Entitlements per pool from current demand (SPEC 4).
-
-        The demand of the snapshot's workloads is kept per pool in a
-        :class:`DemandBook`, updated as workloads are loaded and unloaded.
-        ``routed`` maps Pending workloads chosen a pool this cycle to it: their
-        demand is counted from now on (provisionally: a kept state settles it
-        against the next snapshot, see :meth:`take_provisional`); other Pending
-        work is counted in no pool. A pool whose demand and capacity did not
-        change since the last computation keeps its shares.
-        """
-        for wid, pool in sorted(routed.items()):
-            ps = self.pools.get(pool)
-            if ps is not None:
-                self.set_demand(wid, ps, self._demand_item(ps, self.workloads[wid]))
-                self._provisional.add(wid)
-        for name, ps in self.pools.items():
-            key = (self._demand_version[name], ps.capacity)
-            cached = self._shares.get(name)
-            if cached is None or cached[:2] != key:
-                cached = (*key, self._books[name].entitlements(ps.capacity))
-                self._shares[name] = cached
-            ps.set_entitlements(cached[2])
-
-    def _demand_item(self, ps: PoolState, w: WorkloadState) -> DemandItem | None:
-        milli = self.demand_milli(ps, w)
-        if not milli:
-            return None
-        return DemandItem(w.team, w.spec.is_reserved, w.spec.priority, milli,
-                          w.submitted_at, w.id)
-
-    def demand_milli(self, ps: PoolState, w: WorkloadState) -> int:
-        """A workload's demand in a pool (SPEC 4); 0 if it could never run there."""
-        if w.status.is_placed:
-            return w.placed_milli
-        if w.nomination and not w.is_hold:
-            return w.nominated_milli
-        charge = ps.charge(w)
-        size = (w.spec.min_pods if w.spec.min_pods < w.spec.pods else w.spec.pods) * charge
-        if self.never_fits(ps, w):
-            return 0
-        return size
-
-    def never_fits(self, ps: PoolState, w: WorkloadState) -> bool:
-        """Could ``w`` never run in this pool (too big for it, its buckets or a cap)?"""
-        key = (w.id, ps.pool.name)
-        cached = self._never.get(key)
-        if cached is None:
-            cached = self._never[key] = self._never_fits(ps, w)
-        return cached
-
-    def _never_fits(self, ps: PoolState, w: WorkloadState) -> bool:
-        min_size = w.spec.min_pods * ps.charge(w)
-        if w.team not in self.tree.teams or not self.tree.is_leaf(w.team):
-            return True
-        if w.spec.is_reserved and min_size > ps.ledger.path_reservation(w.team):
-            return True
-        smallest = ps.ledger.smallest_cap(w.team)
-        if smallest is not None and min_size > smallest.cap:
-            return True
-        return ps.can_ever_place(w) is not None
 
     def leaves_under(self, team: str) -> tuple[str, ...]:
         """Leaf teams in ``team``'s subtree (itself if a leaf), cached."""

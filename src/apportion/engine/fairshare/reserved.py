@@ -21,7 +21,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 
-from apportion.engine.fairshare_fill import ROOT, PoolIndex
+from apportion.engine.fairshare.fill import ROOT, PoolIndex
 
 OrderKey = tuple[int, int, int]  # (-priority, submitted_at, workload_id)
 

@@ -12,7 +12,7 @@ and topology labels). Its index answers, without scanning nodes:
 
 Device and node ids are ranks: nodes are numbered in name order and devices
 in (node name, device index) order, so comparing ids compares those keys.
-The index only stores what :class:`~apportion.engine.placement.book.DeviceBook`
+The index only stores what :class:`~apportion.engine.placement.device_book.DeviceBook`
 tells it; the book calls :meth:`ScopeIndex.device_changed` on every change.
 """
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 
 from apportion.domain.cluster import Node, NodeState, Pool
 from apportion.domain.workload import Placement
-from apportion.engine.placement.index import FULL, ScopeIndex
+from apportion.engine.placement.scope_index import FULL, ScopeIndex
 from apportion.engine.placement.types import Owner
 
 #: A node filter: (gpu type or None, sorted node-selector items).
@@ -235,6 +235,10 @@ class DeviceBook:
         if new == old:
             return
         self.avail[g] = new
+        self._reindex(g, node, old, new)
+
+    def _reindex(self, g: int, node: int, old: int, new: int) -> None:
+        """Device ``g`` of ``node`` went from ``old`` to ``new`` milli available."""
         if old == FULL or new == FULL:
             devs = self.full_devs[node]
             if node not in self._dirty:

@@ -6,12 +6,11 @@ the moment the workload is considered; submission time; id. Deficits move as
 the cycle admits and preempts, so the queue re-reads a team's deficit
 whenever it is told the team's usage changed.
 
-Reading (docs/scheduling.md, "Order"): W is each team's next workload at a
-level, in submission order; the team competes with its deficit after
-admitting that one. Within a team the deficit is common, and sorting a
-team's own work by size would put every small job ahead of its big one
-forever (and out of reach of 6.7's starvation hold), so a team's own work
-keeps its submission order.
+Within one team and level the deficit is common, so the team's own work is
+in (size, submission time, id) order, its smallest first, and the team
+competes with the deficit after admitting that one: the same order as
+sorting every workload by its own key, without re-keying a team's whole
+queue when its deficit moves (docs/scheduling.md, "Order").
 """
 
 from __future__ import annotations
@@ -55,7 +54,7 @@ class WaitingQueue:
         for key in sorted(levels):
             teams = levels[key]
             for queue in teams.values():  # popped from the end: oldest first
-                queue.sort(key=lambda w: (w.submitted_at, w.id), reverse=True)
+                queue.sort(key=lambda w: (self._size[w.id], w.submitted_at, w.id), reverse=True)
             self._levels.append(teams)
         self._teams: dict[str, list[WorkloadState]] = {}
         self._heap: list[tuple[Fraction | int, int, int, str, int]] = []

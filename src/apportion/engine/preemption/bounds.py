@@ -8,8 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from apportion.domain.lifecycle import WorkloadState
-from apportion.engine.victim_order import NOMINATION, RUNNING, STARTING
-from apportion.engine.working import PoolState, WorkingState, owner_of
+from apportion.engine.owners import owner_of
+from apportion.engine.pool_state import PoolState
+from apportion.engine.preemption.order import NOMINATION, RUNNING, STARTING
+from apportion.engine.working_state import WorkingState
 
 
 def outranks(w: WorkloadState, v: WorkloadState) -> bool:

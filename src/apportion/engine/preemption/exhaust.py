@@ -36,13 +36,15 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from apportion.domain.lifecycle import WorkloadState
-from apportion.engine.placement.probe import FitProbe
-from apportion.engine.victim_index import PodVictim, candidate
-from apportion.engine.victim_order import NOMINATION, VictimIndex
-from apportion.engine.working import PoolState, WorkingState, freed_by
+from apportion.engine.owners import freed_by
+from apportion.engine.placement.fit_probe import FitProbe
+from apportion.engine.pool_state import PoolState
+from apportion.engine.preemption.index import PodVictim, candidate
+from apportion.engine.preemption.order import NOMINATION, VictimIndex
+from apportion.engine.working_state import WorkingState
 
 
 class _Taking:
@@ -141,6 +143,53 @@ def exhaustion_fits(
     return False, taking.examined
 
 
+class _Heads:
+    """The first item still to take of each group: placed work in order; of a
+    nomination group only those W outranks (``prio``) that pass ``eligible``."""
+
+    def __init__(
+        self, index: VictimIndex, lookup: Mapping[int, WorkloadState],
+        eligible: Callable[[WorkloadState], bool], prio: int,
+    ) -> None:
+        self.groups, self.lookup, self.eligible, self.prio = index.groups, lookup, eligible, prio
+        self.pos: dict[tuple[int, str], int] = {}
+
+    def head(self, key: tuple[int, str]) -> tuple[int, int, int, int, int] | None:
+        items = self.groups[key]
+        at = self.pos.get(key, 0)
+        if key[0] != NOMINATION:
+            return items[at] if at < len(items) else None
+        end = bisect.bisect_left(items, (self.prio,), at)
+        while at < end:
+            item = items[at]
+            if self.eligible(candidate(self.lookup, item)):
+                self.pos[key] = at
+                return item
+            at += 1
+        self.pos[key] = len(items)
+        return None
+
+    def take(self, key: tuple[int, str]) -> WorkloadState:
+        """The head of ``key``, which is then taken (the next one is its head)."""
+        at = self.pos.get(key, 0)
+        self.pos[key] = at + 1
+        return candidate(self.lookup, self.groups[key][at])
+
+
+Entry = tuple[int, int, int, int, int, int, int, str, int]
+
+
+def _entries(
+    heads: _Heads, keys: Iterable[tuple[int, str]], team: str, ex: int, ver: int
+) -> Iterator[Entry]:
+    """Heap entries of ``team``'s groups: 6.5's order, with its excess ``ex``."""
+    flag = 0 if ex > 0 else 1
+    for key in keys:
+        item = heads.head(key)
+        if item is not None:
+            yield (key[0], flag, item[0], -ex, item[1], item[2], item[3], team, ver)
+
+
 def _drain(
     ws: WorkingState, ps: PoolState, index: VictimIndex,
     eligible: Callable[[WorkloadState], bool], sib: str, floor: int, prio: int,
@@ -153,64 +202,32 @@ def _drain(
     priority, largest team excess, least work lost, most recently started, id), with a team's
     excess recomputed after each of its picks. Groups of placed work hold
     only eligible candidates; nominations only while W outranks them."""
-    groups, team_keys, lookup = index.groups, index.team_keys, ws.workloads
+    team_keys = index.team_keys
     scale, usage, scaled = ps.scale, ps.ledger.usage_by_team, ps.scaled
     excess = ps.excess_key(sib)
+    heads = _Heads(index, ws.workloads, eligible, prio)
     team_ex: dict[str, int] = {}
-    pos: dict[tuple[int, str], int] = {}
     version: dict[str, int] = {}
-
-    def head(key: tuple[int, str]) -> tuple[int, int, int, int, int] | None:
-        items = groups[key]
-        at = pos.get(key, 0)
-        if key[0] != NOMINATION:
-            return items[at] if at < len(items) else None
-        end = bisect.bisect_left(items, (prio,), at)
-        while at < end:
-            item = items[at]
-            if eligible(candidate(lookup, item)):
-                pos[key] = at
-                return item
-            at += 1
-        pos[key] = len(items)
-        return None
-
-    # The first fill: appended, then one heapify.
-    heap: list[tuple[int, int, int, int, int, int, int, str, int]] = []
+    heap: list[Entry] = []  # the first fill: appended, then one heapify
     for team in ws.leaves_under(sib):
         keys = team_keys.get(team)
-        if keys is None:
-            continue
-        ex = team_ex[team] = usage[team] * scale - scaled.get(team, 0)
-        version[team] = 0
-        flag = 0 if ex > 0 else 1
-        for key in keys:
-            item = groups[key][0] if key[0] != NOMINATION else head(key)
-            if item is not None:
-                heap.append((key[0], flag, item[0], -ex, item[1], item[2], item[3], team, 0))
+        if keys is not None:
+            ex = team_ex[team] = usage[team] * scale - scaled.get(team, 0)
+            version[team] = 0
+            heap.extend(_entries(heads, keys, team, ex, 0))
     heapq.heapify(heap)
-    pop, push = heapq.heappop, heapq.heappush
     while excess > floor and heap:
-        rank, _f, _p, _e, _lost, _s, _vid, team, ver = pop(heap)
+        rank, _f, _p, _e, _lost, _s, _vid, team, ver = heapq.heappop(heap)
         if ver != version[team]:
             continue
-        key = (rank, team)
-        at = pos.get(key, 0)
-        pos[key] = at + 1
-        v = candidate(lookup, groups[key][at])
+        v = heads.take((rank, team))
         milli = taking.take(v, slot)
         if taking.fits():
             return True
-        ex = team_ex[team]
         if not v.is_hold:
             excess -= milli * scale
-            ex -= milli * scale
-            team_ex[team] = ex
-        ver += 1
-        version[team] = ver
-        flag = 0 if ex > 0 else 1
-        for key in team_keys[team]:
-            item = head(key)
-            if item is not None:
-                push(heap, (key[0], flag, item[0], -ex, item[1], item[2], item[3], team, ver))
+            team_ex[team] -= milli * scale
+        version[team] = ver = ver + 1
+        for entry in _entries(heads, team_keys[team], team, team_ex[team], ver):
+            heapq.heappush(heap, entry)
     return False

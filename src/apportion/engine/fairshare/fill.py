@@ -1,6 +1,6 @@
 """The tree of one pool, grant bookkeeping, and weighted water-filling (SPEC 4).
 
-Helpers of :mod:`apportion.engine.fairshare`. Amounts are milli-GPU, exact:
+Helpers of :mod:`apportion.engine.fairshare.demand`. Amounts are milli-GPU, exact:
 ``int`` when whole, ``Fraction`` otherwise; shares being handed down are
 (numerator, denominator) pairs, so that no Fraction is made for them. The
 *virtual root* (``ROOT``, an empty slug no team can have) has the top-level

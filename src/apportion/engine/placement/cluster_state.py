@@ -22,11 +22,11 @@ from collections.abc import Iterable
 
 from apportion.domain.cluster import Node, Pool, pool_capacity
 from apportion.domain.workload import Placement, TopologyMode
-from apportion.engine.placement.book import ALL_NODES, DeviceBook, OccRecord
+from apportion.engine.placement.device_book import ALL_NODES, DeviceBook, OccRecord
 from apportion.engine.placement.feasibility import never_result
-from apportion.engine.placement.index import FULL
+from apportion.engine.placement.fit_probe import FitProbe
 from apportion.engine.placement.packing import pack
-from apportion.engine.placement.probe import FitProbe
+from apportion.engine.placement.scope_index import FULL
 from apportion.engine.placement.topology import Choice, choose
 from apportion.engine.placement.types import (
     Counters,
@@ -179,6 +179,15 @@ class ClusterState:
             if stay + book.exiting[g] + milli > FULL or stay + book.claimed[g] > FULL:
                 return False
         return True
+
+    def exiting_on(self, placement: Placement) -> list[Owner]:
+        """Owners whose exiting pods (preempted, in their grace) hold devices of
+        ``placement``, sorted. Scans the owners: for messages, not hot paths."""
+        devices = set(self._shares(placement))
+        return sorted(
+            owner for owner, records in self._book.occupancy.items()
+            if any(is_exiting and g in devices for g, _milli, is_exiting in records)
+        )
 
     # -- queries ----------------------------------------------------------------
     def place(

@@ -130,10 +130,11 @@ def parse_time(value: str | None, field: str) -> float | None:
         raise BadParam(field, f"{value!r} is not a time", "RFC 3339 or epoch seconds") from None
 
 
-def capture_response(request: Request, response: Response) -> None:
+async def capture_response(request: Request, response: Response) -> None:
     """Router dependency: keep FastAPI's sub-response on the request, so that
     :func:`envelope` can set a status or header while the route still returns
-    plain data that FastAPI validates against its ``response_model``."""
+    plain data that FastAPI validates against its ``response_model``. Async:
+    a sync dependency would cost every request a hop to the thread pool."""
     request.state.response = response
 
 

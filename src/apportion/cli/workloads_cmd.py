@@ -126,7 +126,7 @@ def list_workloads(
         rows = [found[i] for i in sorted(found)]
         if limit is not None:
             rows = rows[-limit:]
-        widths = _min_widths(fmt)
+        widths = _min_widths(fmt) if watch else None  # room for the rows to come
         emit(rows, fmt, COLUMNS, has_headers=not no_headers, widths=widths)
         if watch:
             _watch(client, fmt, lambda w: _matches(w, teams, statuses, wclass, pool, client),
@@ -207,6 +207,7 @@ def _watch(client: ApportionClient, fmt: Format, wanted: Any, timeout: float | N
     """Print a workload again (a row, or a JSON/YAML document) each time the
     event stream changes what its row shows; rows are built from the events'
     payloads (``fold_event``), a workload is looked up only on first sight."""
+    widths = widths if widths is not None else _min_widths(fmt)
     known = {int(w["id"]): w for w in rows or []}
     shown = {wid: _cells(w) for wid, w in known.items()}
     for event in workload_events(client, timeout=timeout, workload_id=workload_id,
@@ -253,7 +254,7 @@ def get_workload(
             events = list(paginate(client.workload_events, int(w["id"])))
             after = max((int(e["id"]) for e in events), default=0)
             w = client.get_workload(int(w["id"]))
-        widths = _min_widths(fmt)
+        widths = _min_widths(fmt) if watch else None
         emit(w, fmt, COLUMNS, has_headers=not no_headers, widths=widths)
         if watch and w.get("status") not in TERMINAL_STATUSES:
             _watch(client, fmt, lambda _w: True, timeout, int(w["id"]), after=after, rows=[w],

@@ -30,7 +30,7 @@ from apportion.domain.errors import did_you_mean
 from apportion.domain.host import ALLOWED_CPU, ALLOWED_MEMORY
 from apportion.domain.org import SLUG_RE
 from apportion.domain.quantities import ALLOWED_GPUS
-from apportion.domain.workload import TopologyMode, WorkloadClass
+from apportion.domain.workload import TopologyMode, WorkloadClass, WorkloadSpec, make_spec
 
 T = TypeVar("T")
 Gpus = int | float
@@ -375,6 +375,15 @@ class WorkloadCreate(Strict):
         0, limits.MAX_MEMORY_MIB, f"{ALLOWED_MEMORY}, at most {limits.MAX_MEMORY_MIB}",
         f"a whole number of MiB ≥ 0 and ≤ {limits.MAX_MEMORY_MIB}"),
         Field(description="MiB per pod")] | None = None
+
+
+    def to_spec(self) -> WorkloadSpec:
+        """The domain's WorkloadSpec (its rules: priority per class, 0.25 steps,
+        min_pods <= pods, ...); what the service receives."""
+        fields = self.model_dump(exclude_unset=True, by_alias=True)
+        args = {k: v for k, v in fields.items() if v is not None}
+        args["wclass"] = args.pop("class", WorkloadClass.ELASTIC)
+        return make_spec(**args)
 
 
 class CancelBody(Strict):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -64,7 +63,7 @@ def check_team(parents: Parents, team: str) -> None:
         )
 
 
-def submit(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any]:
+def submit(session: Session, ctx: Ctx, spec: WorkloadSpec) -> dict[str, Any]:
     """Store a new workload (Pending), its first event and audit entry, in the
     caller's transaction.
 
@@ -74,7 +73,6 @@ def submit(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any
     the teams version under the org row's lock; if the tree changed meanwhile
     the checks run again on the current tree (a failure rolls the whole
     submission back)."""
-    spec = parse_spec(body)
     used, parents = PARENTS_CACHE.get(session, ctx.org_id)
     try:
         _check_submit(ctx, parents, spec.team)
@@ -97,7 +95,7 @@ def submit(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any
     add_lifecycle_events(session, ctx.org_id, wid, spec.team, state.events, now, spec.name)
     # The view of the values just written, in the row's shape: no ORM object and
     # no read-back on the hot path.
-    view = workload_view(cast(WorkloadRow, SimpleNamespace(id=wid, **values)))
+    view = workload_view(WorkloadRow(id=wid, **values))  # transient: never added
     audit.record(session, ctx, "workload.submit", f"workload/{wid}", after=view)
     current = repo.bump_sched_version_returning_teams(session, ctx.org_id)
     fresh = PARENTS_CACHE.confirm(session, ctx.org_id, used, current)

@@ -116,8 +116,9 @@ async def preview(request: Request, sess: SessionDep, form: FormDep) -> Response
 
     def run() -> dict[str, Any]:
         body = body_from_form(form)
+        spec = svc.parse_spec(body)
         with db.read() as s:
-            return dryrun.dry_run(s, sess.ctx, body)
+            return dryrun.dry_run(s, sess.ctx, spec)
 
     try:
         result = await run_in_threadpool(run)
@@ -138,8 +139,9 @@ async def submit(request: Request, sess: SessionDep, form: FormDep) -> Response:
 
     def run() -> dict[str, Any]:
         body = body_from_form(form)
+        spec = svc.parse_spec(body)
         result = execute(cp.db, sess.ctx, None, lambda s: Result(201, svc.submit(
-            s, sess.ctx, body)))
+            s, sess.ctx, spec)))
         data: dict[str, Any] = result.data
         return data
 

@@ -13,7 +13,6 @@ from apportion.api.deps import (
     IfMatch,
     PageDep,
     WorkloadId,
-    body_of,
     capture_response,
     envelope,
     parse_time,
@@ -42,8 +41,8 @@ router = APIRouter(tags=["workloads"], dependencies=[Depends(capture_response)])
              responses={201: {"description": "the workload, Pending",
                               "links": links.WORKLOAD_SUBMITTED}})
 def submit(request: Request, ctx: CtxDep, idem: IdemDep, body: WorkloadCreate) -> dict[str, Any]:
-    data = body_of(body)
-    return run_command(request, ctx, idem, lambda s: svc.submit(s, ctx, data), status=201)
+    spec = body.to_spec()
+    return run_command(request, ctx, idem, lambda s: svc.submit(s, ctx, spec), status=201)
 
 
 @router.get("/workloads", response_model=Envelope[list[WorkloadRead]])
@@ -77,11 +76,11 @@ def list_workloads(
 
 @router.post("/workloads/dry-run", response_model=Envelope[DryRunRead])
 def dry_run(request: Request, ctx: CtxDep, idem: IdemDep, body: WorkloadCreate) -> dict[str, Any]:
-    data = body_of(body)
+    spec = body.to_spec()
     if idem is None:
-        return envelope(request, read(request, lambda s: dryrun.dry_run(s, ctx, data)))
+        return envelope(request, read(request, lambda s: dryrun.dry_run(s, ctx, spec)))
     cp = request.app.state.control
-    result = execute(cp.db, ctx, idem, lambda s: Result(200, dryrun.dry_run(s, ctx, data)))
+    result = execute(cp.db, ctx, idem, lambda s: Result(200, dryrun.dry_run(s, ctx, spec)))
     return envelope(request, result.data, replayed=result.replayed)
 
 

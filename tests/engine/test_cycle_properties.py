@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -58,6 +59,92 @@ def worlds(draw: st.DrawFn) -> tuple[World, list[dict]]:
             "complete": draw(st.integers(0, 5)),
         })
     return w, steps
+
+
+@st.composite
+def preempting_worlds(draw: st.DrawFn) -> tuple[World, list[dict]]:
+    """Worlds that preempt: low-priority elastic work of every team first
+    fills the pool (more than it holds, so some waits), then reserved work of
+    teams with reservations and higher-priority elastic work arrive, which
+    can only start by taking GPUs back. Same (world, steps) shape as
+    :func:`worlds`; the fill steps complete nothing."""
+    racks = draw(st.integers(1, 2))
+    per_rack = draw(st.integers(1, 2))
+    grace = draw(st.sampled_from([0, 0, 30]))
+    w = World().pool(racks={f"r{i}": per_rack for i in range(racks)}, gpus=4,
+                     topology=("zone", "rack"), preemption_grace=grace)
+    capacity = racks * per_rack * 4
+    left = capacity
+    leaves: list[str] = []
+    reserved_room: dict[str, int] = {}  # leaf -> GPUs reserved on its path
+    for t in range(draw(st.integers(2, 3))):
+        top = f"t{t}"
+        res = draw(st.integers(0, left))
+        left -= res
+        w.team(top, weight=draw(st.integers(1, 3)),
+               limit=draw(st.sampled_from([None, None, None, 100])), main=res)
+        if draw(st.booleans()):
+            inner = res
+            for c in range(2):
+                r = draw(st.integers(0, inner))
+                inner -= r
+                w.team(f"{top}c{c}", top, weight=draw(st.integers(1, 3)), main=r)
+                leaves.append(f"{top}c{c}")
+                reserved_room[f"{top}c{c}"] = res
+        else:
+            leaves.append(top)
+            reserved_room[top] = res
+
+    def step(name: str, team: str, gpus: float, pods: int, wclass: str, shift: int,
+             topology: str | None, complete: int) -> dict:
+        return {"name": name, "team": team, "gpus": gpus, "pods": pods, "wclass": wclass,
+                "priority_shift": shift, "requeue": draw(st.booleans()),
+                "topology": topology, "complete": complete}
+
+    steps = []
+    filled = 0.0
+    while filled < capacity * 1.25 and len(steps) < 24:
+        gpus = draw(st.sampled_from([0.25, 0.5, 1, 1, 2]))
+        pods = draw(st.integers(1, 2))
+        filled += gpus * pods
+        steps.append(step(f"f{len(steps)}", draw(st.sampled_from(leaves)), gpus, pods,
+                          "elastic", 0, None, 0))
+    owners = [leaf for leaf in leaves if reserved_room[leaf] > 0]
+    for i in range(draw(st.integers(2, 5))):
+        topo = draw(st.sampled_from([None, None, "required", "preferred"]))
+        if owners and draw(st.booleans()):
+            team = draw(st.sampled_from(owners))
+            gpus = draw(st.sampled_from([g for g in (0.5, 1, 2, 4)
+                                         if g <= reserved_room[team]] or [0.5]))
+            steps.append(step(f"w{i}", team, gpus, 1, "reserved", draw(st.integers(0, 2)),
+                              topo, draw(st.integers(0, 5))))
+        else:
+            steps.append(step(f"w{i}", draw(st.sampled_from(leaves)),
+                              draw(st.sampled_from([0.5, 1, 2])), draw(st.integers(1, 2)),
+                              "elastic", 2, topo, draw(st.integers(0, 5))))
+    return w, steps
+
+
+def rate_of(strategy: st.SearchStrategy[tuple[World, list[dict]]], examples: int,
+            check: Callable[[World, list[dict]], World]) -> dict[str, int]:
+    """Run ``check`` over a fixed (derandomized) sample of ``strategy`` and
+    count the examples whose run preempted; ``check`` returns the world it
+    ran (or None when it ran several)."""
+    seen = {"examples": 0, "preempting": 0, "cross_team": 0}
+
+    @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(strategy)
+    def run(case: tuple[World, list[dict]]) -> None:
+        ran = check(*case)
+        seen["examples"] += 1
+        seen["preempting"] += bool(ran.preemptions)
+        seen["cross_team"] += any(ran.states[p.victim].team != ran.states[p.by].team
+                                  for p in ran.preemptions)
+
+    run()
+    assert seen["examples"] * 2 >= examples, seen  # the sample really ran
+    return seen
 
 
 def submit_step(w: World, step: dict) -> None:
@@ -156,3 +243,21 @@ def _no_reversal(w: World, preemptions: list) -> None:
             continue
         assert (by.team, victim.team) not in pairs, "preemption undone under same demand"
         pairs.add((victim.team, by.team))
+
+
+def _replayed(world: World, steps: list[dict]) -> World:
+    w = same_org(world)
+    try:
+        _steps_with_invariants(w, steps)
+    except NoFixedPoint:
+        check_invariants(w)
+    return w
+
+
+def test_invariants_hold_in_worlds_that_preempt() -> None:
+    """The invariants above, over worlds built to preempt (a fixed sample, so
+    the rate is known): at least half of them must preempt, some across
+    teams, or the checks on victims and reversals would check nothing."""
+    seen = rate_of(preempting_worlds(), 30, _replayed)
+    assert seen["preempting"] * 2 >= seen["examples"], seen
+    assert seen["cross_team"] * 4 >= seen["examples"], seen

@@ -32,7 +32,7 @@ def first_preemption(plan: Plan) -> tuple[int, list[int]] | None:
 
 def fits_with(snap: Snapshot, plan: Plan, wid: int, removed: list[int]) -> bool:
     """Does W fit (quota and devices) with ``removed`` taken out in order, every
-    6.4 test passing on the way?"""
+    6.4 test passing on the way and the same-team rule holding at the end?"""
     ws = WorkingState(snap)
     routed = {d.workload_id: d.pool for d in plan.decisions
               if d.kind is DecisionKind.ROUTE and d.pool}
@@ -52,7 +52,11 @@ def fits_with(snap: Snapshot, plan: Plan, wid: int, removed: list[int]) -> bool:
         if not search.passes(v):
             return False
         free += search.remove(v)
-    return search.fit(None, free)
+    # 6.4's same-team rule, read on the final set (docs/scheduling.md, "The
+    # same-team rule in the prune"): with victims of W's own team among them,
+    # the team must not end further over its share than it was.
+    own = any(ws.workloads[vid].team == w.team for vid in removed)
+    return search.fit(None, free) and not (own and search.own_debt() > 0)
 
 
 @st.composite

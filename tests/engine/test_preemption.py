@@ -293,6 +293,27 @@ def test_work_lost_is_read_at_the_cycle_s_time() -> None:
     assert victim(150) == "one"
 
 
+def test_a_nomination_counts_against_the_burst_cap() -> None:
+    """SPEC 6.6: while W waits for its victims to exit, its nomination counts
+    as usage for caps. Team e (cap 8) runs 4 x 2 GPUs; its 2-GPU priority-75
+    job takes one of its own priority-10 jobs (grace 30 s). Another e job would fit the
+    free GPUs but not the cap, nomination counted, and waits; after the grace
+    the nominee starts and e is at its cap, not over it."""
+    w = World().pool(nodes=1, gpus=12, preemption_grace=30).team("e", limit=100, main=4)
+    for i in range(4):
+        w.submit(f"low{i}", "e", 2, priority=10, running=True)
+    w.submit("hi", "e", 2, priority=75)
+    w.submit("more", "e", 1, priority=5)  # outranks nothing of its own team
+    w.cycle()  # hi first (priority), then more, in the same cycle
+    assert w.code("hi") == "PREEMPTING" and len(w.preempted("low")) == 1
+    assert w.status("more") == "Queued" and w.code("more") == "BURST_LIMIT_REACHED"
+    w.settle()
+    assert w.status("more") == "Queued" and w.code("more") == "BURST_LIMIT_REACHED"
+    w.advance(30)
+    w.settle()
+    assert w.status("hi") == "Running" and w.usage("e") == 8
+
+
 def test_a_burst_still_takes_back_what_it_lent_in_the_same_cycle() -> None:
     """SPEC 6.2 orders by priority before the deficit, and entitlements never
     stop work from using free GPUs: y's priority-50 jobs fill x's idle

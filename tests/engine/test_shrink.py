@@ -4,6 +4,9 @@ before it can be taken whole; it stays Running on the rest."""
 
 from __future__ import annotations
 
+import pytest
+
+from apportion.engine.kept_state import CycleCache
 from tests.engine.harness import World
 
 
@@ -93,3 +96,22 @@ def test_a_cheaper_victim_of_the_same_order_goes_before_a_pod() -> None:
     w.submit("r", "a", 1, wclass="reserved")
     w.settle()
     assert w.status("fresh") == "Preempted" and pods_running(w, "el") == 4
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["fresh", "kept-state"])
+def test_a_pod_loses_one_pod_s_work_not_the_workload_s(kept: bool) -> None:
+    """Least work lost reads a pod's own GPU-seconds: after 100 s the newest
+    pod of an 8 x 1-GPU sweep (at least 4) has lost 100, a 2-GPU job of the
+    same team 200, the sweep's last four pods (taken whole) 400. A 1-GPU
+    reserved job takes the pod. With the
+    kept-state runner the victim index was built at t=0 and re-reads work lost
+    when time has moved."""
+    w = World(CycleCache() if kept else None).pool(nodes=1, gpus=10).team("a", main=1).team("b")
+    w.submit("sweep", "b", 1, pods=8, min_pods=4, running=True)
+    w.submit("pair", "b", 2, running=True)
+    w.advance(100)
+    w.submit("r", "a", 1, wclass="reserved")
+    w.settle()
+    assert w.status("r") == "Running"
+    assert w.status("pair") == "Running"
+    assert w.status("sweep") == "Running" and pods_running(w, "sweep") == 7

@@ -94,7 +94,7 @@ def fill(client: TestClient, cp: ControlPlane, teams: int, nodes: int, workloads
     for start in range(0, workloads, 500):
         chunk = bodies[start:start + 500]
         execute(cp.db, ctx, None, lambda s, c=chunk: Result(201, [
-            wl_svc.submit(s, ctx, b) for b in c]))
+            wl_svc.submit(s, ctx, wl_svc.parse_spec(b)) for b in c]))
     cp.loop.tick()
     cursor, reported = 0, 0
     while True:

@@ -3,6 +3,7 @@ until workloads run and a preemption has happened, then stopped with Ctrl-C."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
@@ -15,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from apportion.client import ApportionClient
+from tests.timing import wait_until
 
 ENTRY = "from apportion.cli.main import main; main()"
 
@@ -68,6 +70,7 @@ def test_up_runs_workloads_preempts_and_stops_cleanly(tmp_path: Path) -> None:
             log = (tmp_path / "up" / "apportion.log").read_text()[-3000:]
             assert _count(client, "Running") > 0, (statuses, log)
             assert _count(client, "Preempted") > 0, (statuses, log)
+            _shows_every_behaviour(client, statuses)
             pool = client.get_pool("demo")
             assert pool["capacity"] == 128 and pool["agent"]["status"] == "connected"
         _dashboard_opens(url, token)
@@ -79,6 +82,61 @@ def test_up_runs_workloads_preempts_and_stops_cleanly(tmp_path: Path) -> None:
             proc.wait(timeout=10)
         stderr.close()
     assert (tmp_path / "up" / "apportion.db").exists()  # --data-dir is kept
+    # agent HTTP calls are logged at debug only (590 KB in 15 minutes at info)
+    assert "HTTP Request" not in (tmp_path / "up" / "apportion.log").read_text()
+
+
+def _shows_every_behaviour(client: ApportionClient, statuses: object) -> None:
+    """Within its first minute the demo has shown bursting, reclaim (a whole
+    preemption and a shrink), fractions, gangs and required topology, and
+    nothing it submitted can never run."""
+    def seen() -> dict[str, bool]:
+        events = list(client.list_events(type="workload.status", limit=100).items)
+        work = list(client.list_workloads(limit=100).items)
+        started = [w for w in work if w["started_at"]]
+        batches = [w for w in started if w["name"].startswith("production-batch-")]
+        return {
+            "shrink": any("shrunk" in (e.get("message") or "") for e in events),
+            "fractions": any(w["spec"]["gpus"] in (0.25, 0.5) for w in started),
+            "gang": any(w["pods"] > 1 and w["spec"].get("gang") for w in started),
+            "topology": any((w["spec"].get("topology") or {}).get("mode") == "required"
+                            for w in started),
+            # production's elastic batches ran past its reservation of 32 GPUs
+            "bursting": sum(w["gpus"] or 0 for w in batches) > 32,
+        }
+
+    end = time.monotonic() + 60
+    while not all((shown := seen()).values()) and time.monotonic() < end:
+        time.sleep(0.5)
+    assert all(shown.values()), (shown, statuses)
+    never = {"RESERVATION_TOO_SMALL", "NO_ELIGIBLE_POOL", "TOPOLOGY_UNSATISFIABLE"}
+    work = list(client.list_workloads(limit=100).items)
+    assert not [w["name"] for w in work if (w.get("reason") or {}).get("code") in never]
+
+
+def test_up_sigterm_removes_its_temporary_directory(tmp_path: Path) -> None:
+    """The banner says the temporary directory is removed on exit: on SIGTERM too.
+    With ``--log-level debug`` the log has the agent's HTTP requests (at info it
+    has none: the main test's log)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ENTRY, "up", "--port", "0", "--no-demo", "--log-level", "debug"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    try:
+        _read_banner(proc, timeout=30)
+        made = list(tmp_path.glob("apportion-up-*"))
+        assert len(made) == 1
+        log = made[0] / "apportion.log"
+        wait_until(lambda: "HTTP Request" in log.read_text(), timeout=30,
+                   what="an access line at debug")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert list(tmp_path.glob("apportion-up-*")) == []
 
 
 def _dashboard_opens(url: str, token: str) -> None:

@@ -28,7 +28,7 @@ def test_teams_create_set_move_delete(org: Org) -> None:
 
 def test_reservations_set_list_remove_and_refusal(org: Org) -> None:
     seed_org(org)
-    assert "reservation of vision in main: 1 GPUs" in org.ok("reservations", "set", "vision",
+    assert "reservation of vision in main: 1 GPU\n" in org.ok("reservations", "set", "vision",
                                                               "main", "1")
     rows = org.ok("reservations", "list", "--pool", "main").splitlines()
     assert rows[0].split() == ["TEAM", "POOL", "GPUS"]
@@ -44,7 +44,8 @@ def test_pools_nodes_cordon(org: Org) -> None:
     seed_org(org)
     pools = org.ok("pools", "list").splitlines()
     assert pools[0].split() == ["NAME", "GPU-TYPE", "CAPACITY", "NODES", "AGENT", "PACKING"]
-    assert pools[1].split() == ["main", "-", "8", "2", "connected", "fragmentation"]
+    # the pool names no GPU type: the list shows what its nodes report
+    assert pools[1].split() == ["main", "h100", "8", "2", "connected", "fragmentation"]
     assert "node m1 cordoned" in org.ok("nodes", "cordon", "m1")
     nodes = [r.split() for r in org.ok("nodes", "list", "--no-headers").splitlines()]
     assert nodes[0][:5] == ["m1", "main", "4", "h100", "cordoned"]

@@ -31,7 +31,8 @@ def test_concurrent_copies_of_a_chunk_are_stored_once(backend_url: str) -> None:
         agent = Ctx(verifier.verify(agent_tok["token"]), "a")
         with db.write() as s:
             agents.heartbeat(s, agent, {"nodes": [{"name": "n1", "gpus": 8}]})
-            wid = int(workloads.submit(s, admin, {"name": "w", "team": "t", "gpus": 1})["id"])
+            spec = workloads.parse_spec({"name": "w", "team": "t", "gpus": 1})
+            wid = int(workloads.submit(s, admin, spec)["id"])
         sched = Scheduler(db, "solo")
         assert sched.acquire() and sched.run_org(admin.org_id).committed
         body = {"workload_id": wid, "attempt": 1, "pod": 0, "offset": 0,

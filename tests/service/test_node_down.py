@@ -28,7 +28,7 @@ class World:
     def submit(self, name: str, **spec: Any) -> int:
         with self.db.write() as s:
             body = {"name": name, "team": "t", "gpus": 8, **spec}
-            return int(workloads.submit(s, self.admin, body)["id"])
+            return int(workloads.submit(s, self.admin, workloads.parse_spec(body))["id"])
 
     def get(self, wid: int) -> dict[str, Any]:
         from apportion.service.views import workload_view

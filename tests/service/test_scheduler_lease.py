@@ -31,8 +31,8 @@ class World:
 
     def submit(self, name: str, gpus: float = 1) -> int:
         with self.db.write() as s:
-            return int(workloads.submit(s, self.admin, {"name": name, "team": "t",
-                                                        "gpus": gpus})["id"])
+            spec = workloads.parse_spec({"name": name, "team": "t", "gpus": gpus})
+            return int(workloads.submit(s, self.admin, spec)["id"])
 
     def statuses(self) -> dict[int, str]:
         with self.db.read() as s:

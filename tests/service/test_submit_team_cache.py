@@ -30,14 +30,14 @@ def test_a_team_change_elsewhere_is_seen_by_the_next_submission(backend_url: str
             org_svc.create_team(s, admin, {"slug": "cv"})
         body = {"name": "a", "team": "nlp", "gpus": 1}
         with db.write() as s:
-            workloads.submit(s, admin, body)  # the tree is now cached
+            workloads.submit(s, admin, workloads.parse_spec(body))  # the tree is now cached
         with db.read() as s:
             version, parents = PARENTS_CACHE.get(s, admin.org_id)
         assert parents == {"nlp": None, "cv": None}
         with other.write() as s:
             org_svc.delete_team(s, admin, "cv", None)
         with pytest.raises(ValidationError) as err, db.write() as s:
-            workloads.submit(s, admin, {**body, "team": "cv"})
+            workloads.submit(s, admin, workloads.parse_spec({**body, "team": "cv"}))
         assert err.value.field == "team" and "does not exist" in str(err.value)
         with db.read() as s:
             names = [w.name for w in wl_repo.list_workloads(
@@ -47,7 +47,7 @@ def test_a_team_change_elsewhere_is_seen_by_the_next_submission(backend_url: str
         with other.write() as s:
             org_svc.create_team(s, admin, {"slug": "cv"})
         with db.write() as s:
-            workloads.submit(s, admin, {**body, "name": "b", "team": "cv"})
+            workloads.submit(s, admin, workloads.parse_spec({**body, "name": "b", "team": "cv"}))
     finally:
         other.dispose()
         db.dispose()

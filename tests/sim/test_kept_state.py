@@ -72,9 +72,11 @@ def test_a_run_leaves_the_garbage_collector_as_it_found_it(monkeypatch: pytest.M
         assert outcome(simulate(scenario)) == first
         # Neither unfrozen (the count would drop to 0) nor frozen more (a run
         # makes thousands of objects). In a full test run the count moves by
-        # a few objects either way (frozen objects freed; seen in CI: -10,
-        # +8), so it is not compared exactly.
+        # a few objects up (seen in CI: +8) and down by however many frozen
+        # objects other threads free meanwhile (the CLI tests' live server
+        # runs its scheduler loop for the whole session: -238 seen), so only
+        # growth is bounded.
         after = gc.get_freeze_count()
-        assert after > 0 and abs(after - mine) <= 100
+        assert 0 < after <= mine + 100
     finally:
         gc.unfreeze()

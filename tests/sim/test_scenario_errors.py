@@ -158,3 +158,51 @@ def test_placement_that_does_not_fit_refuses_the_file(scenario_file) -> None:
 def test_unknown_output_format_is_a_usage_error(scenario_file) -> None:
     run = cli(scenario_file(POOL), "-o", "xml")
     assert run.exit_code == 2
+
+
+@pytest.mark.parametrize(("text", "field", "words"), [
+    pytest.param("pools: [{name: main, nodes: [{prefix: n, count: 100000000000, gpus: 8}]}]",
+                 "pools[0].nodes[0].count", ["<= 100000"], id="node-count"),
+    pytest.param("pools: [{name: main, nodes: [{name: a, gpus: 100000000}]}]",
+                 "pools[0].nodes[0].gpus", ["<= 1024"], id="node-gpus"),
+    pytest.param(POOL + TEAM + "workloads: [{prefix: w, count: 10000000000, team: r, gpus: 1}]",
+                 "workloads[0].count", ["<= 100000"], id="workload-count"),
+    pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1, pods: 100000000000}]",
+                 "workloads[0].pods", ["1..10000"], id="pods"),
+    pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1e308}]",
+                 "workloads[0].gpus", ["more GPUs than one pod"], id="gpus-huge"),
+    pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: .inf}]",
+                 "workloads[0].gpus", ["finite"], id="gpus-inf"),
+    pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1, at: 10000000000000}]",
+                 "workloads[0].at", ["<= 3153600000"], id="at"),
+    pytest.param(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1, "
+                 "duration: 100000000000000}]",
+                 "workloads[0].duration", ["out of range"], id="duration"),
+    pytest.param(POOL + "teams: [{name: r, reservations: {main: 1e30}}]",
+                 "teams[0].reservations.main", ["<= 1000000"], id="reservation"),
+])
+def test_every_count_size_and_time_has_a_limit(text: str, field: str, words: list[str]) -> None:
+    with pytest.raises(ValidationError) as err:
+        parse_scenario(text)
+    assert err.value.field == field
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_a_hundred_billion_nodes_exit_2_at_once(scenario_file) -> None:
+    """Checked before a single node is built: the run that grew to 24 GB."""
+    path = scenario_file("pools: [{name: main, nodes: [{prefix: n, count: 100000000000, "
+                         "gpus: 8}]}]\nteams: [{name: r}]\n")
+    run = shell(path)
+    assert run.exit_code == 2
+    assert run.stderr.strip().endswith(
+        "pools[0].nodes[0].count: must be <= 100000, got 100000000000 "
+        "(allowed: an integer 1..100000)")
+
+
+def test_the_summary_counts_in_singular_for_one(scenario_file) -> None:
+    path = scenario_file(POOL + TEAM + "workloads: [{name: w, team: r, gpus: 1, duration: 5}]")
+    run = cli(path)
+    assert run.exit_code == 0
+    summary = run.stdout.strip().splitlines()[-1]
+    assert ": 1 workload, 0 preemptions," in summary, summary

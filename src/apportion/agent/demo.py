@@ -8,9 +8,11 @@ Organization (reservations scale with the pool's capacity C; for 4x4x8, C = 128)
     production bursting priority 2, burst limit 50 %, reservation 1/4 C (32)
 
 A quarter of the pool is unreserved. The stream opens with a scripted act that
-shows bursting and preemption within seconds, then keeps submitting a seeded
-random mix (reserved and elastic, fractions, gangs, rack topology) while at
-most ``max_waiting`` workloads wait.
+shows, within its first ten seconds, bursting, fractions, an elastically
+scaling sweep, reclaim by reserved work (preemption and a shrink), a
+higher-priority elastic job displacing lower ones and a gang with required
+rack topology; then it keeps submitting a seeded random mix (reserved and
+elastic, fractions, gangs, rack topology) of work that can always run.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from apportion.client import ApiError, ApportionClient, ServerUnreachable
@@ -35,16 +38,25 @@ class DemoShape:
     is_local: bool = False  # real commands (local executor) instead of durations only
 
 
+def demo_reservations(capacity: int) -> dict[str, int]:
+    """The demo's reservations for a pool of ``capacity`` GPUs."""
+    nlp, vision = capacity // 4, capacity // 8
+    return {"research": nlp + vision, "nlp": nlp, "vision": vision,
+            "production": capacity // 4}
+
+
+#: production's burst limit (percent of its reservation)
+PRODUCTION_BURST = 50
+
+
 def create_org(client: ApportionClient, pool: str, capacity: int) -> dict[str, int]:
     """Teams, bursting priorities, a burst limit and reservations; returns them."""
     client.create_team("research", name="Research", bursting_priority=3)
     client.create_team("nlp", name="NLP", parent="research", bursting_priority=2)
     client.create_team("vision", name="Vision", parent="research", bursting_priority=1)
     client.create_team("production", name="Production", bursting_priority=2,
-                       burst_limit_percent=50)
-    nlp, vision = capacity // 4, capacity // 8
-    reservations = {"research": nlp + vision, "nlp": nlp, "vision": vision,
-                    "production": capacity // 4}
+                       burst_limit_percent=PRODUCTION_BURST)
+    reservations = demo_reservations(capacity)
     for team in ("research", "production", "nlp", "vision"):
         if reservations[team]:
             client.set_reservation(team, pool, reservations[team])
@@ -52,17 +64,25 @@ def create_org(client: ApportionClient, pool: str, capacity: int) -> dict[str, i
 
 
 class DemoStream:
-    """Submits demo workloads until ``stop`` is set; :meth:`run` is a thread target."""
+    """Submits demo workloads until ``stop`` is set; :meth:`run` is a thread target.
+
+    Every workload it submits can run: reserved work fits its team's
+    reservation, elastic work fits the pool and production's burst cap, a gang
+    with required topology fits one rack. It never stalls: when ``max_waiting``
+    workloads wait, the one that has waited longest (past ``max_wait`` s) is
+    cancelled to make room, so the cluster keeps changing."""
 
     def __init__(self, client: ApportionClient, shape: DemoShape, *, seed: int = 7,
                  interval: float = 2.0, max_waiting: int = 12,
-                 duration_scale: float = 1.0) -> None:
+                 duration_scale: float = 1.0, max_wait: float = 60.0) -> None:
         self.client = client
         self.shape = shape
         self.rng = random.Random(seed)
         self.interval = interval
         self.max_waiting = max_waiting
+        self.max_wait = max_wait
         self.duration_scale = duration_scale
+        self.reservations = demo_reservations(shape.capacity)
         self.submitted = 0
         self._n = 0
 
@@ -75,39 +95,70 @@ class DemoStream:
             if not stop.is_set():
                 log.warning("demo stream: the control plane went away")
 
+    def cap(self, team: str) -> int:
+        """The most GPUs ``team``'s elastic work may use (its burst cap, or the pool)."""
+        if team == "production":
+            return self.reservations[team] * (100 + PRODUCTION_BURST) // 100
+        return self.shape.capacity
+
     # -- the scripted opening ---------------------------------------------------------------
 
     def _opening(self, stop: threading.Event) -> None:
-        """Elastic work bursts into idle reservations; then their owners reclaim them."""
+        """Within seconds: bursting into idle reservations, fractions sharing devices,
+        elastic scaling; then the owners reclaim (preemption and a shrink), a
+        higher-priority elastic job displaces lower ones, a gang with required
+        rack topology starts."""
         g = self.shape.node_gpus
         nodes = max(1, self.shape.capacity // g)
-        # production bursts far beyond its reservation (up to its 50 % cap) ...
-        for _ in range(max(1, nodes * 3 // 8)):
+        cap_nodes = max(1, self.cap("production") // g)
+        # production bursts beyond its reservation, one node short of its 50 % cap ...
+        for _ in range(max(1, cap_nodes - 1)):
             self._submit("production", "elastic", gpus=g, priority=40, duration=900,
                          kind="batch")
-        # ... vision fills the rest of the surplus with low-priority sweeps ...
-        for _ in range(max(1, nodes // 2)):
-            self._submit("vision", "elastic", gpus=max(1, g // 2), pods=2, priority=20,
-                         duration=900, kind="sweep")
+        # ... fractions: notebooks sharing GPUs ...
+        self._submit("nlp", "elastic", gpus=0.25, pods=4, priority=50, duration=600,
+                     kind="notebook")
+        self._submit("nlp", "elastic", gpus=0.5, pods=2, priority=50, duration=600,
+                     kind="notebook")
+        # ... vision fills the rest of the pool with an elastically scaling sweep
+        # (it may lose as many pods as NLP's reclaim needs: that reclaim shrinks it,
+        # the next one preempts whole workloads)
+        rest = max(1, nodes - cap_nodes)
+        nlp_pods = max(1, min(self.reservations["nlp"] // g, nodes // 4))
+        self._submit("vision", "elastic", gpus=g, pods=rest, min_pods=max(1, rest - nlp_pods),
+                     priority=20, duration=900, kind="sweep", gang=False)
         if stop.wait(min(3.0, self.interval * 1.5)):
             return
-        # ... NLP takes its reservation back (reserved work preempts elastic) ...
-        self._submit("nlp", "reserved", gpus=g, pods=max(1, nodes // 4), duration=300,
-                     kind="train", gang=True)
+        # ... NLP takes its reservation back (reserved work shrinks the sweep) ...
+        self._submit("nlp", "reserved", gpus=g, pods=nlp_pods, duration=300, kind="train",
+                     gang=True)
         if stop.wait(min(3.0, self.interval * 1.5)):
             return
-        # ... and a high-priority elastic job displaces lower-priority elastic work.
-        self._submit("production", "elastic", gpus=g, priority=90, duration=200, kind="urgent")
+        # ... a high-priority elastic job displaces lower-priority elastic work ...
+        self._submit("production", "elastic", gpus=g, priority=90, duration=200,
+                     kind="urgent")
+        if stop.wait(min(3.0, self.interval * 1.5)):
+            return
+        # ... and vision's own reserved gang, all in one rack.
+        vision_pods = max(1, min(self.reservations["vision"] // g, nodes // 4))
+        if self.reservations["vision"] >= g:
+            self._submit("vision", "reserved", gpus=g, pods=vision_pods, duration=240,
+                         kind="gang", gang=True,
+                         topology={"level": "rack", "mode": "required"})
 
     # -- the steady stream ------------------------------------------------------------------
 
     def _one_more(self) -> None:
-        waiting = self.client.list_workloads(status=["Pending", "Queued"], limit=1)
-        if (waiting.total_count or 0) >= self.max_waiting:
+        waiting = self.client.list_workloads(status=["Pending", "Queued"], limit=100)
+        if (waiting.total_count or 0) >= self.max_waiting and not self._make_room(
+                waiting.items):
             return
         g, rng = self.shape.node_gpus, self.rng
         team = rng.choice(TEAMS)
         wclass = "reserved" if rng.random() < 0.35 else "elastic"
+        budget = self.reservations[team] if wclass == "reserved" else self.cap(team)
+        if budget < 1:
+            wclass, budget = "elastic", self.cap(team)
         choice = rng.random()
         extra: dict[str, Any] = {}
         if choice < 0.25:
@@ -119,9 +170,34 @@ class DemoStream:
         else:
             gpus, pods, kind = g, rng.randint(2, 4), "gang"
             extra["topology"] = {"level": "rack", "mode": "preferred"}
+        gpus = min(gpus, g)
+        # only work that can run: within the reservation (reserved) or the cap (elastic)
+        while pods > 1 and gpus * pods > budget:
+            pods -= 1
+        if gpus > budget:
+            gpus = 0.5
+        if wclass == "elastic" and pods > 1 and kind == "job":
+            extra["min_pods"] = 1
         priority = 100 if wclass == "reserved" else rng.choice([20, 50, 50, 75])
         self._submit(team, wclass, gpus=gpus, pods=pods, priority=priority,
                      duration=rng.choice([60, 120, 240, 480]), kind=kind, **extra)
+
+    def _make_room(self, waiting: list[dict[str, Any]]) -> bool:
+        """Cancel the demo workload that has waited longest, once it has waited
+        ``max_wait`` s; True if one was cancelled."""
+        demo = [w for w in waiting if (w.get("spec") or {}).get("labels", {}).get("demo")]
+        if not demo:
+            return False
+        oldest = min(demo, key=lambda w: int(w["id"]))
+        try:
+            submitted = datetime.fromisoformat(str(oldest["submitted_at"]).replace("Z", "+00:00"))
+        except (KeyError, ValueError):
+            return False
+        if (datetime.now(UTC) - submitted).total_seconds() < self.max_wait:
+            return False
+        self.client.cancel_workload(int(oldest["id"]), message=(
+            f"demo: waited over {self.max_wait:g} s; making room for new work"))
+        return True
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -63,6 +63,7 @@ class Agent:
         self.state_file = state_file
         self.pool = pool
         self.options = options or AgentOptions()
+        self._is_shutting_down = False
         #: heartbeat interval, back-off, idle waits, ``until`` and runs' ``started_at``
         self.clock = clock
         self.state: AgentState = state_file.load(pool)
@@ -117,6 +118,7 @@ class Agent:
         Without ``stop_runs`` workloads keep running and the next agent adopts them.
         """
         if stop_runs:
+            self._is_shutting_down = True
             for rid, rec in list(self.state.runs.items()):
                 self.executor.stop(rid, 0)
                 rec.phase = "stopping"
@@ -172,6 +174,13 @@ class Agent:
         rid = rec.run.run_id
         if rec.phase == "stopping":
             if obs.status.is_final:
+                # The control plane ended this attempt already (a stop decision);
+                # saying that the run has exited frees its devices there before
+                # the grace is over. Runs stopped by our own shutdown are not
+                # reported: the next agent adopts or reconciles them.
+                if not self._is_shutting_down:
+                    self._queue(rec, "failed", obs.message or "stopped after a stop decision",
+                                obs.exit_code)
                 self.state.mark_done(rid)
                 self.executor.forget(rid)
                 return True

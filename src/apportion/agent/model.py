@@ -9,12 +9,14 @@ Conversions from and to the JSON of docs/api.md ("Agent protocol") live here.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from apportion.domain.host import cpu_number
-from apportion.domain.workload import DeviceShare, PodPlacement
+from apportion.domain.placement_json import placement_from_json as placement_from_json
+from apportion.domain.placement_json import placement_to_json as placement_to_json
+from apportion.domain.workload import PodPlacement
 
 
 class RunStatus(enum.StrEnum):
@@ -152,19 +154,6 @@ class NodeInfo:
 
 
 # -- JSON conversions -------------------------------------------------------------------
-
-
-def placement_from_json(raw: Sequence[Mapping[str, Any]] | None) -> tuple[PodPlacement, ...]:
-    return tuple(
-        PodPlacement(str(p["node"]), tuple(DeviceShare(int(d["index"]), int(d["milli"]))
-                                           for d in p.get("devices") or ()))
-        for p in raw or ()
-    )
-
-
-def placement_to_json(placement: Sequence[PodPlacement]) -> list[dict[str, Any]]:
-    return [{"node": p.node, "devices": [{"index": d.index, "milli": d.milli}
-                                         for d in p.devices]} for p in placement]
 
 
 def exec_from_json(raw: Mapping[str, Any] | None) -> ExecSpec:

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apportion import __version__
-from apportion.api import errors
+from apportion.api import docs, errors
 from apportion.api.deps import RateLimiter
 from apportion.api.routers import agent, events, logs, org, pools, system, workloads
 from apportion.service.control import ControlPlane
@@ -90,7 +90,8 @@ def create_app(settings: Settings | None = None, control: ControlPlane | None = 
         version=__version__,
         summary="GPU workload scheduler: control plane API",
         openapi_url="/openapi.json",
-        docs_url="/docs",
+        docs_url=None,
+        redoc_url=None,
         lifespan=lifespan,
         responses=_error_responses(),
     )
@@ -101,6 +102,7 @@ def create_app(settings: Settings | None = None, control: ControlPlane | None = 
     for module in (org, workloads, pools, events, agent, logs):
         app.include_router(module.router, prefix="/v1")
     app.include_router(system.router)
+    docs.mount(app)
     mount_dashboard(app, cp.settings.web_secret)
     app.add_middleware(RequestIdMiddleware, control=cp)
     return app

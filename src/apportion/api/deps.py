@@ -9,14 +9,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, Header, Query, Request
-from fastapi.responses import JSONResponse
-from sqlalchemy.orm import Session
+from fastapi import Depends, Header, Path, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from apportion.domain import limits
 from apportion.domain.errors import ValidationError
 from apportion.service import cursors
-from apportion.service.commands import Idempotency, Result, execute
+from apportion.service.commands import Idempotency, Result, Session, execute
 from apportion.service.context import Ctx
 from apportion.service.control import ControlPlane
 from apportion.service.errors import RateLimited, Unauthenticated
@@ -131,21 +130,35 @@ def parse_time(value: str | None, field: str) -> float | None:
         raise BadParam(field, f"{value!r} is not a time", "RFC 3339 or epoch seconds") from None
 
 
+async def capture_response(request: Request, response: Response) -> None:
+    """Router dependency: keep FastAPI's sub-response on the request, so that
+    :func:`envelope` can set a status or header while the route still returns
+    plain data that FastAPI validates against its ``response_model``. Async:
+    a sync dependency would cost every request a hop to the thread pool."""
+    request.state.response = response
+
+
 def envelope(
-    request: Request, data: Any, *, status: int = 200, next_after: int | None = None,
+    request: Request, data: Any, *, status: int | None = None, next_after: int | None = None,
     total: int | None = None, replayed: bool = False, next_token: str | None = None,
-) -> JSONResponse:
+) -> dict[str, Any]:
+    """The success body. The route returns it; FastAPI validates it against the
+    route's declared ``Envelope[...]`` and serialises it."""
     token = next_token if next_token is not None else cursors.encode_cursor(next_after)
-    body = {
+    response: Response | None = getattr(request.state, "response", None)
+    if response is not None:
+        if status is not None:
+            response.status_code = status
+        if replayed:
+            response.headers["Idempotent-Replayed"] = "true"
+    return {
         "data": data,
         "metadata": {"next_token": token, "total_count": total},
         "request_id": request_id(request),
     }
-    headers = {"Idempotent-Replayed": "true"} if replayed else None
-    return JSONResponse(body, status_code=status, headers=headers)
 
 
-def page_of(request: Request, items: list[Any], page: Paging) -> JSONResponse:
+def page_of(request: Request, items: list[Any], page: Paging) -> dict[str, Any]:
     """A page of a short, fully loaded list (teams, pools, nodes, ...); the
     cursor is then an offset into the list's stable order."""
     start = page.after or 0
@@ -158,7 +171,7 @@ def page_of(request: Request, items: list[Any], page: Paging) -> JSONResponse:
 def run_command(
     request: Request, ctx: Ctx, idem: Idempotency | None, fn: Callable[[Session], Any],
     *, status: int = 200, poke: bool = True,
-) -> JSONResponse:
+) -> dict[str, Any]:
     """One write transaction around ``fn`` with idempotency; the envelope."""
     cp = control(request)
     result = execute(cp.db, ctx, idem, lambda s: Result(status, fn(s)))
@@ -173,7 +186,13 @@ def read(request: Request, fn: Callable[[Session], T]) -> T:
 
 
 #: The ``If-Match`` header: the version a write expects (409 when stale).
-IfMatch = Annotated[int | None, Header(alias="If-Match", description="expected version")]
+IfMatch = Annotated[int | None, Header(alias="If-Match", ge=0, le=limits.MAX_INT64,
+                                       description="expected version")]
+#: A workload id in a path: out of range (or not a number) is a 404, like any id
+#: that does not exist (``errors.py``).
+WorkloadId = Annotated[int, Path(ge=1, le=limits.MAX_INT64, description="the workload's id")]
+#: An id or cursor in a query string.
+QueryId = Annotated[int, Query(ge=0, le=limits.MAX_INT64)]
 
 
 def body_of(model: Any, if_match: int | None = None) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import IntegrityError
 from starlette.exceptions import HTTPException
 
 from apportion.api.deps import BadParam
@@ -17,7 +16,9 @@ from apportion.domain.errors import (
     NotFound,
     ReservationError,
     ValidationError,
+    did_you_mean,
 )
+from apportion.domain.org import SLUG_ALLOWED, SLUG_RE
 from apportion.service import audit
 from apportion.service.errors import (
     Conflict,
@@ -54,28 +55,88 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     return out
 
 
+_KIND = {"workload_id": "workload", "slug": "team", "token_id": "token"}
+
+
+def _problem(err: Any) -> tuple[str, str, str | None]:
+    """One Pydantic error as (field, message, allowed) in the domain's words
+    (``ValidationError``): the same style as the scenario parser and the CLI."""
+    loc = list(err.get("loc", ()))[1:]
+    kind = err.get("type", "")
+    ctx = err.get("ctx") or {}
+    got = err.get("input")
+    if kind == "unknown_key":
+        loc.append(ctx["key"])
+        return _field(loc), str(err.get("msg")), str(ctx.get("allowed"))
+    allowed: str | None = ctx.get("allowed")
+    message = str(err.get("msg", "invalid"))
+    if kind in ("int_type", "int_parsing", "int_from_float", "int_parsing_size"):
+        message, allowed = f"must be an integer, got {got!r}", allowed or "an integer"
+    elif kind in ("string_type",):
+        message = f"must be a string, got {got!r}"
+    elif kind in ("bool_type", "bool_parsing"):
+        message, allowed = f"must be true or false, got {got!r}", "true, false"
+    elif kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        op = {"greater_than_equal": ">=", "less_than_equal": "<=", "greater_than": ">",
+              "less_than": "<"}[kind]
+        bound = ctx.get("ge", ctx.get("le", ctx.get("gt", ctx.get("lt"))))
+        message = f"must be {op} {bound}, got {got!r}"
+    elif kind in ("string_too_short", "string_too_long", "too_short", "too_long"):
+        lo, hi = ctx.get("min_length"), ctx.get("max_length")
+        message = (f"must have at least {lo} characters/items" if "short" in kind
+                   else f"must have at most {hi} characters/items")
+    elif kind in ("literal_error", "enum"):
+        words = [w.strip().strip("'") for w in
+                 str(ctx.get("expected", "")).replace(" or ", ", ").split(",") if w.strip()]
+        allowed = ", ".join(words)
+        message = f"{got!r} is not allowed{did_you_mean(str(got), words)}"
+    elif kind == "string_pattern_mismatch":
+        message = f"{got!r} is not allowed"
+        allowed = SLUG_ALLOWED if ctx.get("pattern") == SLUG_RE.pattern else str(
+            ctx.get("pattern"))
+    elif kind == "missing":
+        message = "is required"
+    elif kind in ("model_type", "model_attributes_type", "dict_type"):
+        message = f"must be an object, got {type(got).__name__}"
+    elif kind == "list_type":
+        message = f"must be a list, got {type(got).__name__}"
+    # a union (``list[str] | str``) reports each member; name the field only
+    loc = [p for p in loc if p not in ("list[str]", "str", "int", "float", "function-before")
+           and not (isinstance(p, str) and p.startswith(("function-", "list[", "constrained")))]
+    return _field(loc) or "body", message, allowed
+
+
 def _request_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
     errors = []
-    in_body = True
-    for err in exc.errors():
-        loc = list(err.get("loc", ()))
-        where = loc.pop(0) if loc else "body"
-        in_body = in_body and where == "body"
+    raw = exc.errors()
+    where = {str(e.get("loc", ("body",))[0]) for e in raw}
+    for err in raw:
         if err.get("type") == "json_invalid":
             return error_response(request, 400, "BAD_REQUEST", "the body is not valid JSON",
                                   {"field": "body"})
-        field = _field(loc) or str(where)
-        allowed = None
-        ctx = err.get("ctx") or {}
-        if "expected" in ctx:
-            allowed = str(ctx["expected"])
-        errors.append({"field": field, "message": err.get("msg", "invalid"), "allowed": allowed})
+    if "path" in where:
+        # an id that is not a number, or out of range, names nothing that exists
+        err = next(e for e in raw if e.get("loc", ("",))[0] == "path")
+        name = str(err["loc"][1]) if len(err["loc"]) > 1 else ""
+        kind = _KIND.get(name, name)
+        value = str(err.get("input", ""))
+        return error_response(request, 404, "NOT_FOUND", f"no {kind} {value!r}",
+                              {"kind": kind, "name": value})
+    seen: set[tuple[str, str]] = set()
+    for err in raw:
+        field, message, allowed = _problem(err)
+        if str(err.get("loc", ("body",))[0]) != "body":
+            field = _field(list(err.get("loc", ()))[1:]) or field
+        if (field, message) in seen:
+            continue
+        seen.add((field, message))
+        errors.append({"field": field, "message": message, "allowed": allowed})
     first = errors[0] if errors else {"field": "", "message": "invalid", "allowed": None}
     message = f"{first['field']}: {first['message']}"
     if first["allowed"]:
         message += f" (allowed: {first['allowed']})"
     details = {"field": first["field"], "allowed": first["allowed"], "errors": errors}
-    if in_body:
+    if where == {"body"}:
         return error_response(request, 422, "VALIDATION_ERROR", message, details)
     return error_response(request, 400, "BAD_REQUEST", message, details)
 
@@ -126,8 +187,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(BadParam)
     async def h_param(request: Request, exc: BadParam) -> JSONResponse:
-        return error_response(request, 400, "BAD_REQUEST", str(exc),
-                              {"field": exc.field, "allowed": exc.allowed})
+        return error_response(request, 400, "BAD_REQUEST", str(exc), {
+            "field": exc.field, "allowed": exc.allowed,
+            "errors": [{"field": exc.field, "message": exc.message, "allowed": exc.allowed}]})
 
     @app.exception_handler(NotFound)
     async def h_nf(request: Request, exc: NotFound) -> JSONResponse:
@@ -146,11 +208,6 @@ def install(app: FastAPI) -> None:
     async def h_ill(request: Request, exc: IllegalTransition) -> JSONResponse:
         return error_response(request, 409, "CONFLICT", str(exc),
                               {"current": exc.current, "target": exc.target})
-
-    @app.exception_handler(IntegrityError)
-    async def h_int(request: Request, exc: IntegrityError) -> JSONResponse:
-        return error_response(request, 409, "CONFLICT",
-                              "the change conflicts with another one; retry")
 
     @app.exception_handler(Unauthenticated)
     async def h_unauth(request: Request, exc: Unauthenticated) -> JSONResponse:

@@ -1,20 +1,128 @@
 """Pydantic models at the HTTP edge: request bodies (Create/Update) and the
-documented shapes of responses (Read). Domain validation stays in the domain:
-these models only give OpenAPI its shapes and refuse unknown fields."""
+shapes of responses (Read).
+
+Requests are strict: a number must be a JSON number (``true`` and ``"0.5"`` are
+refused), every number and id has a range (``domain/limits.py``), and an
+unknown field is refused with a did-you-mean — the same error, word for word,
+as the scenario parser's (``domain.errors.unknown_key``). Responses are
+enforced: every route declares its ``Envelope[...]`` and FastAPI validates and
+serialises what the route returns against it. Domain rules (priority ranges
+per class, 0.25 GPU steps, leaf teams) stay in the domain."""
 
 from __future__ import annotations
 
-from typing import Any, Generic, Literal, TypeVar
+import math
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from apportion.domain import limits
+from apportion.domain.errors import did_you_mean
+from apportion.domain.host import ALLOWED_CPU, ALLOWED_MEMORY
+from apportion.domain.org import SLUG_RE
+from apportion.domain.quantities import ALLOWED_GPUS
+from apportion.domain.workload import TopologyMode, WorkloadClass, WorkloadSpec, make_spec
 
 T = TypeVar("T")
 Gpus = int | float
-Number = int | float | str
+
+
+def _number_in(lo: float, hi: float, allowed: str | None = None, want: str | None = None
+               ) -> Any:
+    """A JSON number (int or float, never a bool or a string) within lo..hi;
+    out of range reads ``must be <want>, got <value>``."""
+    allowed = allowed or f"a number {lo}..{hi}"
+    want = want or allowed
+
+    def check(value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise PydanticCustomError("number_type", "must be a number, got {got}",
+                                      {"got": repr(value), "allowed": allowed})
+        if isinstance(value, float) and not math.isfinite(value):
+            raise PydanticCustomError("number_range", "must be a finite number, got {got}",
+                                      {"got": repr(value), "allowed": allowed})
+        if not lo <= value <= hi:
+            raise PydanticCustomError("number_range", "must be {want}, got {got}",
+                                      {"got": repr(value), "want": want,
+                                       "allowed": allowed})
+        return value
+
+    return BeforeValidator(check)
+
+
+def _json_int(value: object) -> object:
+    """A JSON integer: ``4`` or ``4.0`` (JSON Schema's ``integer`` is any number
+    without a fraction), never ``true`` or ``"4"``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("int_type", "must be an integer, got {got}",
+                                  {"got": repr(value)})
+    return value
+
+
+#: An integer as JSON Schema reads one: ``Annotated[int, <bounds>, JSON_INT]`` (the
+#: bounds before it, so that they show in the schema as minimum/maximum).
+JSON_INT = BeforeValidator(_json_int)
+
+
+def _int(lo: int, hi: int, description: str | None = None) -> Any:
+    return Field(ge=lo, le=hi, description=description)
+
+
+#: A JSON number of GPUs per pod (SPEC 1: 0.25, 0.5, 0.75 or a whole N).
+PodGpus = Annotated[float | int, _number_in(0, limits.MAX_GPUS_PER_POD, ALLOWED_GPUS),
+                    Field(json_schema_extra={"minimum": 0, "maximum": limits.MAX_GPUS_PER_POD},
+                          description="0.25, 0.5, 0.75 or a whole number 1-"
+                          f"{limits.MAX_GPUS_PER_POD}")]
+ReservationGpus = Annotated[float | int, _number_in(0, limits.MAX_RESERVATION_GPUS),
+                            Field(json_schema_extra={"minimum": 0,
+                                                     "maximum": limits.MAX_RESERVATION_GPUS},
+                                  description="GPUs, steps of 0.001")]
+Cores = Annotated[float | int, _number_in(
+    0, limits.MAX_CPU, f"{ALLOWED_CPU}, at most {limits.MAX_CPU}",
+    f"a multiple of 0.001 ≥ 0 and ≤ {limits.MAX_CPU}"),
+                  Field(json_schema_extra={"minimum": 0, "maximum": limits.MAX_CPU},
+                        description="cores per pod, steps of 0.001")]
+Days = Annotated[float | int, _number_in(0, 36500),
+                 Field(json_schema_extra={"minimum": 0, "maximum": 36500})]
+EpochSeconds = Annotated[float | int, _number_in(0, 253402300799),
+                         Field(json_schema_extra={"minimum": 0, "maximum": 253402300799})]
+Version = Annotated[int, _int(0, limits.MAX_INT64, "the version you read; 409 if stale"), JSON_INT]
+Seconds = Annotated[int, _int(0, limits.MAX_SECONDS, "seconds"), JSON_INT]
+Slug = Annotated[StrictStr, Field(min_length=1, max_length=63)]
+#: A team slug: a DNS label (``domain/org.py``).
+TeamSlug = Annotated[StrictStr, Field(min_length=1, max_length=63, pattern=SLUG_RE.pattern)]
+Name = Annotated[StrictStr, Field(min_length=1, max_length=255)]
+Label = Annotated[StrictStr, Field(min_length=1, max_length=255)]
+StrMap = dict[Annotated[StrictStr, Field(max_length=255)], Annotated[StrictStr,
+                                                                   Field(max_length=4096)]]
 
 
 class Strict(BaseModel):
+    """A request body: unknown fields are refused, naming the closest known one."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            names = {f.alias or n for n, f in cls.model_fields.items()}
+            for key in data:
+                if key not in names:
+                    raise PydanticCustomError(
+                        "unknown_key", "unknown key{hint}",
+                        {"key": str(key), "hint": did_you_mean(str(key), names),
+                         "allowed": ", ".join(sorted(names))})
+        return data
 
 
 class Metadata(BaseModel):
@@ -48,22 +156,22 @@ class OrgRead(BaseModel):
 
 
 class OrgCreate(Strict):
-    slug: str
-    name: str | None = None
+    slug: Slug
+    name: Name | None = None
 
 
 class OrgUpdate(Strict):
-    name: str | None = None
-    version: int | None = None
+    name: Name | None = None
+    version: Version | None = None
 
 
 class TokenCreate(Strict):
-    name: str
+    name: Name
     role: Literal["org_admin", "team_lead", "member", "viewer", "agent"]
-    teams: list[str] = []
-    pool: str | None = None
-    expires_at: float | None = None
-    expires_in_days: float | None = Field(default=None, gt=0)
+    teams: list[Slug] = Field(default=[], max_length=limits.MAX_TEAMS)
+    pool: Label | None = None
+    expires_at: EpochSeconds | None = None
+    expires_in_days: Days | None = None
 
 
 class TokenRead(BaseModel):
@@ -76,29 +184,32 @@ class TokenRead(BaseModel):
     expires_at: str | None
     revoked_at: str | None
     last_used_at: str | None
-    token: str | None = Field(default=None, description="only in the response that creates it")
+
+
+class TokenCreated(TokenRead):
+    token: str = Field(description="the secret: shown only in the response that creates it")
 
 
 class OrgCreated(BaseModel):
     organization: OrgRead
-    admin_token: TokenRead
+    admin_token: TokenCreated
 
 
 # -- teams and reservations ---------------------------------------------------------
 class TeamCreate(Strict):
-    slug: str
-    name: str | None = None
-    parent: str | None = None
-    bursting_priority: int = 1
-    burst_limit_percent: int | None = None
+    slug: TeamSlug
+    name: Name | None = None
+    parent: TeamSlug | None = None
+    bursting_priority: Annotated[int, _int(1, 10), JSON_INT] = 1
+    burst_limit_percent: Annotated[int, _int(0, 1_000_000), JSON_INT] | None = None
 
 
 class TeamUpdate(Strict):
-    name: str | None = None
-    parent: str | None = None
-    bursting_priority: int | None = None
-    burst_limit_percent: int | None = None
-    version: int | None = None
+    name: Name | None = None
+    parent: TeamSlug | None = None
+    bursting_priority: Annotated[int, _int(1, 10), JSON_INT] | None = None
+    burst_limit_percent: Annotated[int, _int(0, 1_000_000), JSON_INT] | None = None
+    version: Version | None = None
 
 
 class TeamRead(BaseModel):
@@ -115,8 +226,8 @@ class TeamRead(BaseModel):
 
 
 class ReservationSet(Strict):
-    gpus: Number
-    version: int | None = None
+    gpus: ReservationGpus
+    version: Version | None = None
 
 
 class ReservationRead(BaseModel):
@@ -128,27 +239,31 @@ class ReservationRead(BaseModel):
 
 
 # -- pools, nodes, capacity -----------------------------------------------------------
+DeviceMib = Annotated[int, _int(1, limits.MAX_GPU_MEMORY_MIB, "MiB per device"), JSON_INT]
+Packing = Literal["fragmentation", "best_fit"]
+
+
 class PoolCreate(Strict):
-    name: str
-    gpu_type: str | None = None
-    gpu_memory_mib: int = 81920
-    topology: list[str] = []
-    start_delay: int = 0
-    preemption_grace: int = 0
-    starvation_hold_after: int | None = None
-    packing: str = Field(default="fragmentation", description="fragmentation | best_fit; "
-                         "stored and shown, both pack as best_fit for now (docs/placement.md)")
+    name: Slug
+    gpu_type: Label | None = None
+    gpu_memory_mib: DeviceMib = 81920
+    topology: list[Label] = Field(default=[], max_length=16)
+    start_delay: Seconds = 0
+    preemption_grace: Seconds = 0
+    starvation_hold_after: Seconds | None = None
+    packing: Packing = Field(default="fragmentation", description="fragmentation | best_fit "
+                             "(docs/placement.md)")
 
 
 class PoolUpdate(Strict):
-    gpu_type: str | None = None
-    gpu_memory_mib: int | None = None
-    topology: list[str] | None = None
-    start_delay: int | None = None
-    preemption_grace: int | None = None
-    starvation_hold_after: int | None = None
-    packing: str | None = None
-    version: int | None = None
+    gpu_type: Label | None = None
+    gpu_memory_mib: DeviceMib | None = None
+    topology: list[Label] | None = Field(default=None, max_length=16)
+    start_delay: Seconds | None = None
+    preemption_grace: Seconds | None = None
+    starvation_hold_after: Seconds | None = None
+    packing: Packing | None = None
+    version: Version | None = None
 
 
 class AgentInfo(BaseModel):
@@ -201,7 +316,7 @@ class NodeRead(BaseModel):
 
 
 class VersionBody(Strict):
-    version: int | None = None
+    version: Version | None = None
 
 
 class PoolCapacity(BaseModel):
@@ -225,39 +340,55 @@ class TeamCapacity(BaseModel):
 
 # -- workloads ------------------------------------------------------------------------
 class TopologyModel(Strict):
-    level: str
-    mode: Literal["required", "preferred"] = "required"
+    level: Label
+    mode: TopologyMode = TopologyMode.REQUIRED
 
 
 class WorkloadCreate(Strict):
     """SPEC section 3. Values are checked by the domain (errors name the field)."""
 
-    name: str
-    team: str
-    class_: str = Field(default="elastic", alias="class")
-    priority: int | None = None
-    gpus: Number | None = None
-    gpu_memory_mib: int | None = None
-    pods: int = 1
-    min_pods: int | None = None
-    gang: bool | None = None
+    name: Name
+    team: TeamSlug
+    class_: WorkloadClass = Field(default=WorkloadClass.ELASTIC, alias="class")
+    priority: Annotated[int, _int(0, 1000, "reserved 100-1000, elastic 0-99"),
+                        JSON_INT] | None = None
+    gpus: PodGpus | None = None
+    gpu_memory_mib: DeviceMib | None = None
+    pods: Annotated[int, _int(1, limits.MAX_PODS), JSON_INT] = 1
+    min_pods: Annotated[int, _int(1, limits.MAX_PODS), JSON_INT] | None = None
+    gang: StrictBool | None = None
     topology: TopologyModel | None = None
-    gpu_type: str | None = None
-    pool: str | None = None
-    node_selector: dict[str, str] = {}
-    requeue_on_preemption: bool = False
-    command: list[str] | str | None = None
-    image: str | None = None
-    env: dict[str, str] = {}
-    labels: dict[str, str] = {}
-    duration: int | None = None
-    cpu: int | float | None = Field(default=None, description="cores per pod, steps of 0.001")
-    memory_mib: int | None = Field(default=None, description="MiB per pod")
+    gpu_type: Label | None = None
+    pool: Slug | None = None
+    node_selector: StrMap = {}
+    requeue_on_preemption: StrictBool = False
+    command: list[Annotated[StrictStr, Field(max_length=65536)]] | Annotated[
+        StrictStr, Field(max_length=65536)] | None = Field(
+        default=None, description="argv as a list; a string is split as a POSIX shell "
+        "would (quotes group, no variables or pipes)")
+    image: Annotated[StrictStr, Field(min_length=1, max_length=1024)] | None = None
+    env: StrMap = {}
+    labels: StrMap = {}
+    duration: Seconds | None = None
+    cpu: Cores | None = None
+    memory_mib: Annotated[float | int, _number_in(
+        0, limits.MAX_MEMORY_MIB, f"{ALLOWED_MEMORY}, at most {limits.MAX_MEMORY_MIB}",
+        f"a whole number of MiB ≥ 0 and ≤ {limits.MAX_MEMORY_MIB}"),
+        Field(description="MiB per pod")] | None = None
+
+
+    def to_spec(self) -> WorkloadSpec:
+        """The domain's WorkloadSpec (its rules: priority per class, 0.25 steps,
+        min_pods <= pods, ...); what the service receives."""
+        fields = self.model_dump(exclude_unset=True, by_alias=True)
+        args = {k: v for k, v in fields.items() if v is not None}
+        args["wclass"] = args.pop("class", WorkloadClass.ELASTIC)
+        return make_spec(**args)
 
 
 class CancelBody(Strict):
-    version: int | None = None
-    message: str | None = None
+    version: Version | None = None
+    message: Annotated[StrictStr, Field(max_length=4096)] | None = None
 
 
 class ReasonModel(BaseModel):
@@ -290,7 +421,7 @@ class WorkloadRead(BaseModel):
     id: int
     name: str
     team: str
-    class_: str = Field(alias="class")
+    class_: WorkloadClass = Field(alias="class")
     priority: int
     status: str
     attempt: int

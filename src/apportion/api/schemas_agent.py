@@ -2,51 +2,71 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictStr
 
-from apportion.api.schemas import DeviceShareModel, PodPlacementModel, Strict
+from apportion.api.schemas import (
+    JSON_INT,
+    Cores,
+    DeviceMib,
+    Label,
+    PodPlacementModel,
+    Slug,
+    Strict,
+    StrMap,
+)
+from apportion.domain import limits
+
+Id = Annotated[int, Field(ge=1, le=limits.MAX_INT64), JSON_INT]
+Count = Annotated[int, Field(ge=0, le=limits.MAX_INT64), JSON_INT]
+Text = Annotated[StrictStr, Field(max_length=4096)]
+
+
+class DeviceShareIn(Strict):
+    index: Annotated[int, Field(ge=0, le=limits.MAX_NODE_GPUS - 1), JSON_INT]
+    milli: Annotated[int, Field(ge=1, le=1000), JSON_INT]
 
 
 class HeartbeatNode(Strict):
-    name: str
-    gpus: int
-    gpu_type: str | None = None
-    gpu_memory_mib: int | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    name: Label
+    gpus: Annotated[int, Field(ge=0, le=limits.MAX_NODE_GPUS), JSON_INT]
+    gpu_type: Label | None = None
+    gpu_memory_mib: DeviceMib | None = None
+    labels: StrMap = Field(default_factory=dict)
     health: Literal["ready", "down"] = "ready"
-    unavailable: list[DeviceShareModel] = Field(default_factory=list)
-    cpu: int | float | None = Field(default=None, description="allocatable cores; "
-                                    "absent = not limited")
-    memory_mib: int | None = Field(default=None, description="allocatable MiB; "
-                                   "absent = not limited")
+    unavailable: list[DeviceShareIn] = Field(default_factory=list)
+    cpu: Cores | None = Field(default=None, description="allocatable cores; "
+                              "absent = not limited")
+    memory_mib: Annotated[int, Field(ge=0, le=limits.MAX_MEMORY_MIB), JSON_INT] | None = Field(
+        default=None, description="allocatable MiB; absent = not limited")
 
 
 class Report(Strict):
-    workload_id: int
-    attempt: int
-    run_id: str | None = None
+    workload_id: Id
+    attempt: Id
+    run_id: Text | None = None
     status: Literal["running", "completed", "failed"]
-    message: str | None = None
-    exit_code: int | None = None
-    pods_running: int | None = Field(
+    message: Text | None = None
+    exit_code: Annotated[int, Field(ge=-(2**31), le=2**31 - 1), JSON_INT] | None = None
+    pods_running: Annotated[int, Field(ge=0, le=limits.MAX_PODS), JSON_INT] | None = Field(
         default=None, description="after a shrink: the pods still running")
 
 
 class LogChunk(Strict):
-    workload_id: int
-    attempt: int
-    run_id: str | None = None
-    pod: int = 0
-    offset: int
-    data: str = Field(description="base64 of the log bytes from `offset` (at most 256 KiB)")
+    workload_id: Id
+    attempt: Id
+    run_id: Text | None = None
+    pod: Annotated[int, Field(ge=0, le=limits.MAX_PODS - 1), JSON_INT] = 0
+    offset: Count
+    data: StrictStr = Field(description="base64 of the log bytes from `offset` "
+                            "(at most 256 KiB)")
 
 
 class Heartbeat(Strict):
-    pool: str | None = None
-    agent_version: str | None = None
-    nodes: list[HeartbeatNode] = Field(default_factory=list)
+    pool: Slug | None = None
+    agent_version: Text | None = None
+    nodes: list[HeartbeatNode] = Field(default_factory=list, max_length=limits.MAX_NODES)
     runs: list[Report] = Field(default_factory=list)
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, TypeVar
 
 import httpx
 import typer
+from rich.markup import escape
 
 from apportion import __version__
 from apportion.cli.config import ConfigError, effective_server, effective_token, load_config
@@ -82,8 +83,9 @@ def describe_api_error(err: ApiError) -> str:
     if err.code == "UNAUTHENTICATED":
         return f"{text}: log in again with `apportion login --server URL --token TOKEN`"
     if err.code == "FORBIDDEN":
+        # the server's message already names the role and what is needed: once is enough
         role, required = details.get("role"), details.get("required")
-        if role and required:
+        if role and required and str(role) not in text:
             return f"{text} (your role is {role}; this needs {_words(required)})"
         return text
     if err.code == "VERSION_CONFLICT":
@@ -108,8 +110,13 @@ def _words(value: Any) -> str:
     return ", ".join(str(v) for v in value) if isinstance(value, list | tuple) else str(value)
 
 
+def note(message: str) -> None:
+    """A remark on stderr that is not an error (the exit code stays 0)."""
+    stderr().print(f"[dim]note:[/] {escape(message)}", markup=True, highlight=False)
+
+
 def report(message: str) -> None:
-    stderr().print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    stderr().print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def command(func: F) -> F:

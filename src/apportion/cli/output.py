@@ -78,6 +78,11 @@ def fmt_gpus(value: float | int | None) -> str:
     return "0" if text in ("", "-0") else text
 
 
+def gpus_phrase(value: float | int | None) -> str:
+    """``1 GPU``, ``0.5 GPUs``, ``8 GPUs`` (``-`` GPUs when unknown)."""
+    return f"{fmt_gpus(value)} GPU{'' if value == 1 else 's'}"
+
+
 def team_style(team: str) -> str:
     """A stable colour per team name (same team, same colour, in every command)."""
     return TEAM_PALETTE[sum(team.encode()) % len(TEAM_PALETTE)]
@@ -89,13 +94,20 @@ def status_style(status: str) -> str | None:
 
 def table_lines(
     columns: Sequence[Column], rows: Iterable[dict[str, Any]], *,
-    is_wide: bool = False, has_headers: bool = True,
+    is_wide: bool = False, has_headers: bool = True, widths: list[int] | None = None,
 ) -> list[Text]:
-    """Lay ``rows`` out under ``columns``; returns one styled line per row."""
+    """Lay ``rows`` out under ``columns``; returns one styled line per row.
+
+    ``widths`` (one per shown column) is read and widened in place: a watch
+    passes the same list for every row it prints, so rows stay under the header."""
     shown = [c for c in columns if is_wide or not c.is_wide_only]
     cells = [[cell(c.get(row)) for c in shown] for row in rows]
     grid = ([[c.header for c in shown]] if has_headers else []) + cells
-    widths = [max((len(r[i]) for r in grid), default=0) for i in range(len(shown))]
+    found = [max((len(r[i]) for r in grid), default=0) for i in range(len(shown))]
+    if widths is None:
+        widths = found
+    else:
+        widths[:] = [max(a, b) for a, b in zip(widths or [0] * len(found), found, strict=True)]
     lines: list[Text] = []
     for n, row_cells in enumerate(grid):
         is_header = has_headers and n == 0
@@ -113,9 +125,11 @@ def table_lines(
 def print_table(
     columns: Sequence[Column], rows: Iterable[dict[str, Any]], *,
     is_wide: bool = False, has_headers: bool = True, console: Console | None = None,
+    widths: list[int] | None = None,
 ) -> None:
     out = console or stdout()
-    for line in table_lines(columns, rows, is_wide=is_wide, has_headers=has_headers):
+    for line in table_lines(columns, rows, is_wide=is_wide, has_headers=has_headers,
+                            widths=widths):
         out.print(line)
 
 
@@ -130,10 +144,12 @@ def print_data(data: Any, fmt: Format) -> None:
 
 def emit(
     data: Any, fmt: Format, columns: Sequence[Column], *, has_headers: bool = True,
+    widths: list[int] | None = None,
 ) -> None:
     """Print a list (or one object) as ``fmt``: table/wide via ``columns``, else JSON/YAML."""
     if fmt in (Format.JSON, Format.YAML):
         print_data(data, fmt)
         return
     rows = data if isinstance(data, list) else [data]
-    print_table(columns, rows, is_wide=fmt is Format.WIDE, has_headers=has_headers)
+    print_table(columns, rows, is_wide=fmt is Format.WIDE, has_headers=has_headers,
+                widths=widths)

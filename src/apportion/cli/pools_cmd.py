@@ -13,6 +13,7 @@ from apportion.cli.output import (
     Format,
     emit,
     fmt_gpus,
+    gpus_phrase,
     print_data,
     print_table,
     stdout,
@@ -30,7 +31,7 @@ FREE = "·"
 
 POOL_COLUMNS = (
     Column("NAME", lambda p: p.get("name")),
-    Column("GPU-TYPE", lambda p: p.get("gpu_type")),
+    Column("GPU-TYPE", lambda p: p.get("gpu_type") or p.get("node_gpu_types")),
     Column("CAPACITY", lambda p: fmt_gpus(p.get("capacity"))),
     Column("NODES", lambda p: p.get("node_count")),
     Column("AGENT", lambda p: (p.get("agent") or {}).get("status")),
@@ -71,6 +72,13 @@ def list_pools(output: OutputOpt = None, no_headers: NoHeadersOpt = False) -> No
     fmt = common.output_format(output)
     with common.open_client() as client:
         rows = list(paginate(client.list_pools))
+        if fmt in (Format.TABLE, Format.WIDE) and any(not p.get("gpu_type") for p in rows):
+            types: dict[str, set[str]] = {}
+            for n in paginate(client.list_nodes):
+                if n.get("gpu_type"):
+                    types.setdefault(n["pool"], set()).add(n["gpu_type"])
+            # a pool that names no GPU type shows what its nodes report
+            rows = [{**p, "node_gpu_types": sorted(types.get(p["name"], ()))} for p in rows]
     emit(rows, fmt, POOL_COLUMNS, has_headers=not no_headers)
 
 
@@ -168,7 +176,7 @@ def show(
     width = max((len(r["cells"]) for r in rows), default=0)
     out = stdout()
     used = sum(_team_totals(workloads).values())
-    out.print(f"pool {pool['name']}: {fmt_gpus(pool.get('capacity'))} GPUs on "
+    out.print(f"pool {pool['name']}: {gpus_phrase(pool.get('capacity'))} on "
               f"{pool.get('node_count', len(nodes))} nodes, {fmt_gpus(used / 1000)} in use "
               f"by workloads; packing {pool.get('packing', '-')}; agent "
               f"{(pool.get('agent') or {}).get('status', '-')}")

@@ -8,7 +8,7 @@ import typer
 
 from apportion.cli import common
 from apportion.cli.common import NoHeadersOpt, OutputOpt, command
-from apportion.cli.output import Column, Format, emit, fmt_gpus, stdout
+from apportion.cli.output import Column, Format, emit, fmt_gpus, gpus_phrase, stdout
 from apportion.client import paginate
 
 app = typer.Typer(help="GPU reservations of teams in pools.", no_args_is_help=True)
@@ -56,7 +56,8 @@ def set_reservation(
     with common.open_client() as client:
         result = client.set_reservation(team, pool, amount)
     if fmt is Format.TABLE or not isinstance(result, dict):
-        stdout().print(f"reservation of {team} in {pool}: {fmt_gpus(amount)} GPUs")
+        stdout().print(f"reservation of {team} in {pool}: "
+                       f"{gpus_phrase(amount)}")
     else:
         emit(result, fmt, COLUMNS, has_headers=not no_headers)
 

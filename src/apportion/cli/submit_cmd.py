@@ -6,7 +6,6 @@ and either submits it or, with ``--dry-run``, asks the server what would happen.
 
 from __future__ import annotations
 
-import enum
 import re
 import uuid
 from pathlib import Path
@@ -15,29 +14,21 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from apportion.api.schemas import TopologyModel, WorkloadCreate
 from apportion.cli import common
 from apportion.cli.common import NoHeadersOpt, OutputOpt, command, usage_error
 from apportion.cli.config import ConfigError, load_config
-from apportion.cli.output import Column, Format, emit, fmt_gpus, stdout
+from apportion.cli.output import Column, Format, emit, gpus_phrase, stdout
 from apportion.client import ApiError, ApportionClient
-from apportion.domain.errors import ValidationError
+from apportion.domain.errors import ValidationError, unknown_key
 from apportion.domain.host import cpu_number, cpu_quantity, memory_quantity
+from apportion.domain.workload import TopologyMode, WorkloadClass
 
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(mi|gi|ti|m|g|t|mib|gib|tib)?\s*$", re.IGNORECASE)
 _MEMORY_FACTOR = {"": 1, "m": 1, "mi": 1, "mib": 1, "g": 1024, "gi": 1024, "gib": 1024,
                   "t": 1024 * 1024, "ti": 1024 * 1024, "tib": 1024 * 1024}
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
 _DURATION_FACTOR = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-class WorkloadClass(enum.StrEnum):
-    RESERVED = "reserved"
-    ELASTIC = "elastic"
-
-
-class TopologyMode(enum.StrEnum):
-    REQUIRED = "required"
-    PREFERRED = "preferred"
 
 
 def register(app: typer.Typer) -> None:
@@ -112,7 +103,23 @@ def load_spec_file(path: str) -> dict[str, Any]:
         raise usage_error(f"-f {path}: not valid YAML ({err})") from err
     if not isinstance(data, dict):
         raise usage_error(f"-f {path}: must be a mapping of submit fields (see docs/api.md)")
+    check_keys(data, f"-f {path}")
     return data
+
+
+def check_keys(body: dict[str, Any], where: str) -> None:
+    """Unknown fields are a usage error in the words of the server and the
+    scenario parser: ``priorty: unknown key; did you mean 'priority'?``."""
+    fields = {f.alias or n for n, f in WorkloadCreate.model_fields.items()}
+    for key in body:
+        if key not in fields:
+            raise usage_error(f"{where}: {unknown_key(str(key), str(key), fields)}")
+    topology = body.get("topology")
+    if isinstance(topology, dict):
+        for key in topology:
+            if key not in TopologyModel.model_fields:
+                raise usage_error(f"{where}: "
+                                  f"{unknown_key(f'topology.{key}', str(key), ('level', 'mode'))}")
 
 
 def _default_team() -> str | None:
@@ -266,4 +273,4 @@ def _dry_run(client: ApportionClient, body: dict[str, Any], fmt: Format,
                   f"{w['status']})"
         except (ApiError, TypeError, ValueError):
             who = "(not visible to you)"
-        out.print(f"  #{wid} {who}: {fmt_gpus(victim.get('gpus'))} GPUs")
+        out.print(f"  #{wid} {who}: {gpus_phrase(victim.get('gpus'))}")

@@ -11,9 +11,11 @@ token, then runs until Ctrl-C (or ``--duration``).
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import secrets
 import shutil
+import signal
 import socket
 import string
 import sys
@@ -38,6 +40,13 @@ POOL = "demo"
 SHOWN = ("Starting", "Running", "Completed", "Failed", "Preempted", "Cancelled")
 
 
+class LogLevel(enum.StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
 def up(
     executor: Annotated[str, typer.Option(help="sim (virtual demo pool) or local (real "
                                           "processes on this machine).")] = "sim",
@@ -59,6 +68,9 @@ def up(
                                        "stream.")] = True,
     quiet: Annotated[bool, typer.Option(help="Do not print workload status changes.")
                      ] = False,
+    log_level: Annotated[LogLevel, typer.Option(
+        "--log-level", help="Of the log file; debug adds every HTTP request.")
+                         ] = LogLevel.INFO,
 ) -> None:
     """Start apportion on this machine: control plane, an agent and a demo organization."""
     if executor not in ("sim", "local"):
@@ -70,11 +82,11 @@ def up(
     is_temp = data_dir is None
     directory = Path(tempfile.mkdtemp(prefix="apportion-up-")) if data_dir is None else data_dir
     directory.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(filename=directory / "apportion.log", level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(directory / "apportion.log", log_level)
     token = _admin_token()
     stack = _Stack(directory)
     until = None if duration is None else time.monotonic() + duration
+    previous = _stop_on_sigterm()
     try:
         url = stack.start_server(host, _port(host, port), token)
         admin = stack.own(ApportionClient(url, token, timeout=30.0))
@@ -102,9 +114,41 @@ def up(
     except KeyboardInterrupt:
         print("\napportion up: stopping", file=sys.stderr, flush=True)
     finally:
-        stack.stop()
-        if is_temp:
-            shutil.rmtree(directory, ignore_errors=True)
+        try:
+            stack.stop()
+        finally:
+            if is_temp:
+                shutil.rmtree(directory, ignore_errors=True)
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, previous)
+
+
+#: Loggers that write a line per HTTP request (the agent polls every 0.5 s):
+#: only at ``--log-level debug``.
+ACCESS_LOGGERS = ("httpx", "httpcore", "uvicorn.access")
+
+
+def configure_logging(path: Path, level: LogLevel) -> None:
+    """The log file at ``level``; per-request access lines only at debug."""
+    number = getattr(logging, level.value.upper())
+    logging.basicConfig(filename=path, level=number, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name in ACCESS_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if number <= logging.DEBUG
+                                         else max(number, logging.WARNING))
+
+
+def _stop_on_sigterm() -> Any:
+    """SIGTERM (``kill``, a service manager) stops ``up`` as Ctrl-C does, so the
+    ``finally`` that removes the temporary directory runs."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (a test calling ``up`` in a thread)
+        return signal.getsignal(signal.SIGTERM)
 
 
 class _Stack:

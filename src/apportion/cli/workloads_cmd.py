@@ -11,6 +11,7 @@ from apportion.cli.common import NoHeadersOpt, OutputOpt, command, resolve_workl
 from apportion.cli.output import (
     Column,
     Format,
+    cell,
     emit,
     fmt_gpus,
     print_data,
@@ -125,10 +126,11 @@ def list_workloads(
         rows = [found[i] for i in sorted(found)]
         if limit is not None:
             rows = rows[-limit:]
-        emit(rows, fmt, COLUMNS, has_headers=not no_headers)
+        widths = _min_widths(fmt) if watch else None  # room for the rows to come
+        emit(rows, fmt, COLUMNS, has_headers=not no_headers, widths=widths)
         if watch:
             _watch(client, fmt, lambda w: _matches(w, teams, statuses, wclass, pool, client),
-                   timeout, None, after=after)
+                   timeout, None, after=after, rows=list(found.values()), widths=widths)
 
 
 def _matches(w: dict[str, Any], teams: list[str | None], statuses: list[str] | None,
@@ -162,20 +164,76 @@ def _subtrees(client: ApportionClient, roots: list[str]) -> set[str]:
     return _SUBTREE_CACHE[key]
 
 
+WAITING = frozenset({"Pending", "Queued"})
+HOLDING = frozenset({"Starting", "Running"})
+#: Room for the values a watch will print later (a status, a reason code), so
+#: rows that come after the header stay under it.
+MIN_WIDTHS = {"STATUS": len("Completed"), "REASON": len("RESERVATION_EXHAUSTED"),
+              "POOL": 8, "PODS": 5, "GPUS": 5, "NAME": 12, "TEAM": 10, "CLASS": 8}
+
+
+def _min_widths(fmt: Format) -> list[int]:
+    shown = [c for c in COLUMNS if fmt is Format.WIDE or not c.is_wide_only]
+    return [max(len(c.header), MIN_WIDTHS.get(c.header, 0)) for c in shown]
+
+
+def fold_event(row: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+    """The workload ``row`` as the event says it is now: its status, attempt,
+    reason, pool and pods from the event's own payload (``data``), so a watch
+    shows every state the stream went through, Pending and Queued included,
+    not whatever the workload has become by the time a lookup would answer."""
+    out = dict(row)
+    data = event.get("data") or {}
+    out["status"] = event.get("status") or out.get("status")
+    if event.get("attempt") is not None:
+        out["attempt"] = event["attempt"]
+    if event.get("type") == "workload.reason":
+        out["reason"] = {"code": data.get("code"), "message": event.get("message")}
+        return out
+    if out["status"] not in WAITING:
+        out["reason"] = None
+    if "pool" in data or out["status"] == "Pending":
+        out["pool"] = data.get("pool")
+    if out["status"] in HOLDING:
+        out["pods_running"] = data.get("pods_running", out.get("pods_running"))
+    else:
+        out["pods_running"] = 0
+    return out
+
+
 def _watch(client: ApportionClient, fmt: Format, wanted: Any, timeout: float | None,
-           workload_id: int | None, after: int | None = None) -> None:
-    """Print the workload again (a row, or a JSON/YAML document) after each change."""
+           workload_id: int | None, after: int | None = None,
+           rows: list[dict[str, Any]] | None = None, widths: list[int] | None = None) -> None:
+    """Print a workload again (a row, or a JSON/YAML document) each time the
+    event stream changes what its row shows; rows are built from the events'
+    payloads (``fold_event``), a workload is looked up only on first sight."""
+    widths = widths if widths is not None else _min_widths(fmt)
+    known = {int(w["id"]): w for w in rows or []}
+    shown = {wid: _cells(w) for wid, w in known.items()}
     for event in workload_events(client, timeout=timeout, workload_id=workload_id,
                                  after=after):
-        w = client.get_workload(int(event["workload_id"]))
-        if not wanted(w):
+        wid = int(event["workload_id"])
+        row = known.get(wid)
+        if row is None:
+            row = client.get_workload(wid)
+        row = known[wid] = fold_event(row, event)
+        if not wanted(row):
             continue
+        cells = _cells(row)
+        if shown.get(wid) == cells:
+            continue  # another event, nothing new on the row
+        shown[wid] = cells
         if fmt in (Format.JSON, Format.YAML):
-            print_data(w, fmt)
+            print_data(row, fmt)
         else:
-            print_table(COLUMNS, [w], is_wide=fmt is Format.WIDE, has_headers=False)
-        if workload_id is not None and w.get("status") in TERMINAL_STATUSES:
+            print_table(COLUMNS, [row], is_wide=fmt is Format.WIDE, has_headers=False,
+                        widths=widths)
+        if workload_id is not None and row.get("status") in TERMINAL_STATUSES:
             return
+
+
+def _cells(w: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(cell(c.get(w)) for c in COLUMNS)
 
 
 @app.command("get")
@@ -196,9 +254,11 @@ def get_workload(
             events = list(paginate(client.workload_events, int(w["id"])))
             after = max((int(e["id"]) for e in events), default=0)
             w = client.get_workload(int(w["id"]))
-        emit(w, fmt, COLUMNS, has_headers=not no_headers)
+        widths = _min_widths(fmt) if watch else None
+        emit(w, fmt, COLUMNS, has_headers=not no_headers, widths=widths)
         if watch and w.get("status") not in TERMINAL_STATUSES:
-            _watch(client, fmt, lambda _w: True, timeout, int(w["id"]), after=after)
+            _watch(client, fmt, lambda _w: True, timeout, int(w["id"]), after=after, rows=[w],
+                   widths=widths)
 
 
 @app.command("cancel")

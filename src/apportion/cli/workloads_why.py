@@ -9,7 +9,16 @@ import typer
 
 from apportion.cli import common
 from apportion.cli.common import NoHeadersOpt, OutputOpt, command, resolve_workload
-from apportion.cli.output import Column, Format, emit, fmt_gpus, print_data, print_table, stdout
+from apportion.cli.output import (
+    Column,
+    Format,
+    emit,
+    fmt_gpus,
+    gpus_phrase,
+    print_data,
+    print_table,
+    stdout,
+)
 from apportion.cli.watch import workload_events
 from apportion.client import TERMINAL_STATUSES, ApiError, ApportionClient, paginate
 from apportion.domain.lifecycle import pods_phrase
@@ -38,7 +47,7 @@ def preemption_lines(w: dict[str, Any]) -> list[str]:
         what = (f"shrunk: {pods_phrase(tuple(pods))} preempted by {by}" if pods
                 else f"preempted by {by}")
         out.append(f"  {p.get('at') or '-'}  attempt {p.get('attempt')}: {what} "
-                   f"({fmt_gpus(p.get('gpus'))} GPUs)")
+                   f"({gpus_phrase(p.get('gpus'))})")
     return out
 
 
@@ -84,7 +93,7 @@ def why(
         return
     out = stdout()
     out.print(f"workload {w['id']} {w['name']!r} (team {w['team']}, {w['class']}, "
-              f"priority {w['priority']}, {fmt_gpus(w.get('gpus'))} GPUs): {answer['status']}")
+              f"priority {w['priority']}, {gpus_phrase(w.get('gpus'))}): {answer['status']}")
     reason = answer.get("reason")
     if reason:
         out.print(f"reason: {reason['code']}: {reason['message']}")
@@ -118,7 +127,7 @@ def logs(
     attempt: Annotated[int | None, typer.Option("--attempt", help="Which attempt (default: "
                                                 "the latest).", show_default=False)] = None,
     pod: Annotated[int | None, typer.Option("--pod", help="One pod's output (default: every "
-                                            "pod, lines prefixed [pod i]).",
+                                            r"pod, lines prefixed \[pod i]).",
                                             show_default=False)] = None,
     events: Annotated[bool, typer.Option("--events", help="Instead: the control plane's "
                                          "transition log (every status and reason).")] = False,
@@ -141,8 +150,22 @@ def logs(
                 sink.write(chunk)
                 sink.flush()
         else:
-            sys.stdout.buffer.write(client.workload_logs(wid, attempt=attempt, pod=pod))
+            data = client.workload_logs(wid, attempt=attempt, pod=pod)
+            sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
+            if not data:
+                common.note(no_logs_note(w))
+
+
+def no_logs_note(w: dict[str, Any]) -> str:
+    """Why ``logs`` printed nothing, said on stderr so the output stays the log."""
+    name = f"workload {w.get('id')} {w.get('name')!r}"
+    status = w.get("status")
+    if status in ("Pending", "Queued"):
+        return f"{name} has no output: it is {status} and has not started yet"
+    return (f"{name} has no output yet: nothing was shipped for this attempt. Only the "
+            "local executor ships a program's output; the sim executor runs no program, "
+            "and under Kubernetes read it with `kubectl logs`")
 
 
 def _event_log(client: ApportionClient, wid: int, fmt: Format, follow: bool,

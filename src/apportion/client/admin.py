@@ -36,11 +36,11 @@ class AdminEndpoints(BaseClient):
     # -- organizations ----------------------------------------------------------------------
 
     def current_organization(self) -> dict[str, Any]:
-        return self.data("GET", "/v1/organizations/current")
+        return self.obj("GET", "/v1/organizations/current")
 
     def update_organization(self, *, name: str | None = None,
                             version: int | None = None) -> dict[str, Any]:
-        return self.data("PATCH", "/v1/organizations/current",
+        return self.obj("PATCH", "/v1/organizations/current",
                          json=_body(name=name, version=version))
 
     def list_organizations(self, *, limit: int | None = None,
@@ -50,7 +50,7 @@ class AdminEndpoints(BaseClient):
     def create_organization(self, slug: str, name: str, *,
                             idempotency_key: str | None = None) -> dict[str, Any]:
         """Returns ``{"organization": ..., "admin_token": TokenCreated}``."""
-        return self.data("POST", "/v1/organizations", json={"slug": slug, "name": name},
+        return self.obj("POST", "/v1/organizations", json={"slug": slug, "name": name},
                          headers=_idem(idempotency_key))
 
     # -- tokens -----------------------------------------------------------------------------
@@ -63,16 +63,16 @@ class AdminEndpoints(BaseClient):
         """TokenCreated: the only answer that carries the secret ``token``."""
         body = _body(name=name, role=role, teams=teams or None, pool=pool,
                      expires_at=expires_at, expires_in_days=expires_in_days)
-        return self.data("POST", "/v1/tokens", json=body, headers=_idem(idempotency_key))
+        return self.obj("POST", "/v1/tokens", json=body, headers=_idem(idempotency_key))
 
     def list_tokens(self, *, limit: int | None = None, next_token: str | None = None) -> Page:
         return self.page("/v1/tokens", {"limit": limit, "next_token": next_token})
 
     def token_self(self) -> dict[str, Any]:
-        return self.data("GET", "/v1/tokens/self")
+        return self.obj("GET", "/v1/tokens/self")
 
     def revoke_token(self, token_id: str) -> dict[str, Any]:
-        return self.data("DELETE", f"/v1/tokens/{_seg(token_id)}")
+        return self.obj("DELETE", f"/v1/tokens/{_seg(token_id)}")
 
     # -- teams ------------------------------------------------------------------------------
 
@@ -82,7 +82,7 @@ class AdminEndpoints(BaseClient):
                                        "next_token": next_token})
 
     def get_team(self, slug: str) -> dict[str, Any]:
-        return self.data("GET", f"/v1/teams/{_seg(slug)}")
+        return self.obj("GET", f"/v1/teams/{_seg(slug)}")
 
     def create_team(
         self, slug: str, *, name: str | None = None, parent: str | None = None,
@@ -92,13 +92,13 @@ class AdminEndpoints(BaseClient):
         body = _body(slug=slug, name=name, parent=parent, bursting_priority=bursting_priority)
         if burst_limit_percent is not None:
             body["burst_limit_percent"] = burst_limit_percent
-        return self.data("POST", "/v1/teams", json=body, headers=_idem(idempotency_key))
+        return self.obj("POST", "/v1/teams", json=body, headers=_idem(idempotency_key))
 
     def update_team(self, slug: str, changes: dict[str, Any], *,
                     version: int | None = None) -> dict[str, Any]:
         """PATCH a team. ``changes`` is sent as given, so ``{"burst_limit_percent": None}``
         sets the limit back to unlimited and ``{"parent": None}`` moves to the top level."""
-        return self.data("PATCH", f"/v1/teams/{_seg(slug)}", json=dict(changes),
+        return self.obj("PATCH", f"/v1/teams/{_seg(slug)}", json=dict(changes),
                          headers=_if_match(version))
 
     def delete_team(self, slug: str) -> Any:
@@ -110,18 +110,18 @@ class AdminEndpoints(BaseClient):
         return self.page("/v1/pools", {"limit": limit, "next_token": next_token})
 
     def get_pool(self, name: str) -> dict[str, Any]:
-        return self.data("GET", f"/v1/pools/{_seg(name)}")
+        return self.obj("GET", f"/v1/pools/{_seg(name)}")
 
     def create_pool(self, name: str, *, idempotency_key: str | None = None,
                     **fields: Any) -> dict[str, Any]:
         """``fields``: gpu_type, gpu_memory_mib, topology, start_delay, preemption_grace, packing,
         starvation_hold_after."""
-        return self.data("POST", "/v1/pools", json={"name": name, **fields},
+        return self.obj("POST", "/v1/pools", json={"name": name, **fields},
                          headers=_idem(idempotency_key))
 
     def update_pool(self, name: str, changes: dict[str, Any], *,
                     version: int | None = None) -> dict[str, Any]:
-        return self.data("PATCH", f"/v1/pools/{_seg(name)}", json=dict(changes),
+        return self.obj("PATCH", f"/v1/pools/{_seg(name)}", json=dict(changes),
                          headers=_if_match(version))
 
     def delete_pool(self, name: str) -> Any:
@@ -133,13 +133,13 @@ class AdminEndpoints(BaseClient):
                                        "next_token": next_token})
 
     def get_node(self, name: str) -> dict[str, Any]:
-        return self.data("GET", f"/v1/nodes/{_seg(name)}")
+        return self.obj("GET", f"/v1/nodes/{_seg(name)}")
 
     def cordon_node(self, name: str, *, version: int | None = None) -> dict[str, Any]:
-        return self.data("POST", f"/v1/nodes/{_seg(name)}/cordon", json=_body(version=version))
+        return self.obj("POST", f"/v1/nodes/{_seg(name)}/cordon", json=_body(version=version))
 
     def uncordon_node(self, name: str, *, version: int | None = None) -> dict[str, Any]:
-        return self.data("POST", f"/v1/nodes/{_seg(name)}/uncordon",
+        return self.obj("POST", f"/v1/nodes/{_seg(name)}/uncordon",
                          json=_body(version=version))
 
     # -- reservations -----------------------------------------------------------------------

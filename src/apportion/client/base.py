@@ -123,6 +123,14 @@ class BaseClient:
         """:meth:`call` and return ``data`` only."""
         return self.call(method, path, **kwargs).data
 
+    def obj(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """:meth:`data` for an endpoint whose ``data`` is one object."""
+        data = self.data(method, path, **kwargs)
+        if not isinstance(data, dict):
+            raise ApiError(200, "BAD_RESPONSE", f"{method} {path}: expected an object, got "
+                           f"{type(data).__name__}", {}, None)
+        return data
+
     def page(self, path: str, params: Mapping[str, Any] | None = None) -> Page:
         """GET one page of a list endpoint."""
         result = self.call("GET", path, params=params)

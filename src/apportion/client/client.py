@@ -27,13 +27,13 @@ class ApportionClient(AdminEndpoints):
     def submit_workload(self, spec: Mapping[str, Any], *,
                         idempotency_key: str | None = None) -> dict[str, Any]:
         """POST the submit body (SPEC 3); returns the Workload (status ``Pending``)."""
-        return self.data("POST", "/v1/workloads", json=dict(spec),
+        return self.obj("POST", "/v1/workloads", json=dict(spec),
                          headers=_idem(idempotency_key))
 
     def dry_run_workload(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """What would happen if ``spec`` were submitted now: pool, starts_now, reason,
         victims, placement. Nothing is stored."""
-        return self.data("POST", "/v1/workloads/dry-run", json=dict(spec))
+        return self.obj("POST", "/v1/workloads/dry-run", json=dict(spec))
 
     def list_workloads(
         self, *, status: list[str] | str | None = None, team: str | None = None,
@@ -49,13 +49,13 @@ class ApportionClient(AdminEndpoints):
         })
 
     def get_workload(self, workload_id: int) -> dict[str, Any]:
-        return self.data("GET", f"/v1/workloads/{_seg(workload_id)}")
+        return self.obj("GET", f"/v1/workloads/{_seg(workload_id)}")
 
     def cancel_workload(self, workload_id: int, *, message: str | None = None,
                         version: int | None = None) -> dict[str, Any]:
         body = {k: v for k, v in {"message": message, "version": version}.items()
                 if v is not None}
-        return self.data("POST", f"/v1/workloads/{_seg(workload_id)}/cancel", json=body)
+        return self.obj("POST", f"/v1/workloads/{_seg(workload_id)}/cancel", json=body)
 
     def workload_events(self, workload_id: int, *, limit: int | None = None,
                         next_token: str | None = None) -> Page:
@@ -88,7 +88,7 @@ class ApportionClient(AdminEndpoints):
 
     def why_workload(self, workload_id: int) -> dict[str, Any]:
         """``{"workload_id", "status", "reason": {"code", "message"} | None, "explanation"}``."""
-        return self.data("GET", f"/v1/workloads/{_seg(workload_id)}/why")
+        return self.obj("GET", f"/v1/workloads/{_seg(workload_id)}/why")
 
     # -- capacity ---------------------------------------------------------------------------
 
@@ -159,7 +159,7 @@ class ApportionClient(AdminEndpoints):
         body: dict[str, Any] = {"pool": pool, "agent_version": agent_version, "nodes": nodes}
         if runs is not None:
             body["runs"] = runs
-        return self.data("POST", "/v1/agent/heartbeat", json=body)
+        return self.obj("POST", "/v1/agent/heartbeat", json=body)
 
     def agent_decisions(self, cursor: int = 0, *, limit: int | None = None,
                         wait: float | None = None, live: bool = False) -> Page:
@@ -187,7 +187,7 @@ class ApportionClient(AdminEndpoints):
             body["message"] = message
         if exit_code is not None:
             body["exit_code"] = exit_code
-        return self.data("POST", "/v1/agent/reports", json=body)
+        return self.obj("POST", "/v1/agent/reports", json=body)
 
     def agent_log(
         self, workload_id: int, attempt: int, run_id: str, pod: int, offset: int, data: bytes,
@@ -196,12 +196,12 @@ class ApportionClient(AdminEndpoints):
         "next_offset", "note", ...}``: continue from ``next_offset``."""
         body = {"workload_id": workload_id, "attempt": attempt, "run_id": run_id, "pod": pod,
                 "offset": offset, "data": base64.b64encode(data).decode()}
-        return self.data("POST", "/v1/agent/logs", json=body)
+        return self.obj("POST", "/v1/agent/logs", json=body)
 
     # -- other ------------------------------------------------------------------------------
 
     def healthz(self) -> dict[str, Any]:
-        return self.data("GET", "/healthz")
+        return self.obj("GET", "/healthz")
 
     def metrics(self) -> str:
         return self.text("/metrics")

@@ -3,7 +3,8 @@ these are raised for bad input at the boundary and for illegal state changes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterable, Sequence
 
 
 class ApportionError(Exception):
@@ -35,6 +36,19 @@ class ValidationError(ApportionError):
         return type(self)(field, self.message, self.allowed)
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``; did you mean 'x'?`` for the closest choice, or the empty string."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def unknown_key(field: str, key: str, allowed: Iterable[str]) -> ValidationError:
+    """The one error for an unknown field, in the REST API, the CLI and the
+    scenario parser alike: ``<field>: unknown key; did you mean 'priority'?``."""
+    keys = sorted(allowed)
+    return ValidationError(field, f"unknown key{did_you_mean(key, keys)}", ", ".join(keys))
+
+
 class ReservationError(ValidationError):
     """A reservation change that would break SPEC section 2's rules."""
 
@@ -42,10 +56,10 @@ class ReservationError(ValidationError):
 class NotFound(ApportionError):
     """A named object does not exist."""
 
-    def __init__(self, kind: str, name: str) -> None:
+    def __init__(self, kind: str, name: str, choices: Iterable[str] = ()) -> None:
         self.kind = kind
         self.name = name
-        super().__init__(f"{kind} {name!r} not found")
+        super().__init__(f"{kind} {name!r} not found{did_you_mean(name, choices)}")
 
 
 class IllegalTransition(ApportionError):

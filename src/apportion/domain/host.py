@@ -14,6 +14,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+from apportion.domain import limits
 from apportion.domain.errors import ValidationError
 
 MILLI_PER_CPU = 1000
@@ -49,7 +50,7 @@ def parse_cpu(value: object, field: str = "cpu") -> int:
     if value is None:
         return 0
     amount = _decimal(value)
-    if amount is None or amount < 0:
+    if amount is None or amount < 0 or amount > limits.MAX_CPU:
         raise ValidationError(field, f"must be a multiple of 0.001 ≥ 0, got {value!r}",
                               ALLOWED_CPU)
     milli = amount * MILLI_PER_CPU
@@ -64,7 +65,8 @@ def parse_memory_mib(value: object, field: str = "memory_mib") -> int:
     if value is None:
         return 0
     amount = _decimal(value)
-    if amount is None or amount < 0 or amount != amount.to_integral_value():
+    if (amount is None or amount < 0 or amount != amount.to_integral_value()
+            or amount > limits.MAX_MEMORY_MIB):
         raise ValidationError(field, f"must be a whole number of MiB ≥ 0, got {value!r}",
                               ALLOWED_MEMORY)
     return int(amount)

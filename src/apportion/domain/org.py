@@ -113,7 +113,7 @@ class OrgTree:
         try:
             return self.teams[slug]
         except KeyError:
-            raise NotFound("team", slug) from None
+            raise NotFound("team", slug, self.teams) from None
 
     def children(self, slug: str) -> tuple[str, ...]:
         """Children of ``slug``, sorted by slug."""

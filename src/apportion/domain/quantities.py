@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+from apportion.domain import limits
 from apportion.domain.errors import ValidationError
 
 MILLI_PER_GPU = 1000
 FRACTION_MILLIS = (250, 500, 750)
-ALLOWED_GPUS = "0.25, 0.5, 0.75 or a whole number >= 1"
+ALLOWED_GPUS = f"0.25, 0.5, 0.75 or a whole number 1-{limits.MAX_GPUS_PER_POD}"
 
 
 class RequestKind(enum.StrEnum):
@@ -65,12 +66,17 @@ def _to_decimal(value: object, field: str, allowed: str) -> Decimal:
     if isinstance(value, int | Decimal):
         return Decimal(value)
     if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValidationError(field, f"must be a finite number, got {value!r}", allowed)
         return Decimal(repr(value))
     if isinstance(value, str):
         try:
-            return Decimal(value.strip())
+            number = Decimal(value.strip())
         except InvalidOperation:
             raise ValidationError(field, f"must be a number, got {value!r}", allowed) from None
+        if not number.is_finite():
+            raise ValidationError(field, f"must be a finite number, got {value!r}", allowed)
+        return number
     raise ValidationError(field, f"must be a number, got {value!r}", allowed)
 
 
@@ -91,13 +97,16 @@ def parse_gpu_request(
         raise ValidationError(gpus_field, "a GPU request is required", ALLOWED_GPUS)
     if gpu_memory_mib is not None:
         mem = _to_decimal(gpu_memory_mib, mem_field, "a whole number of MiB >= 1")
-        if mem != mem.to_integral_value() or mem < 1:
+        if mem != mem.to_integral_value() or not 1 <= mem <= limits.MAX_GPU_MEMORY_MIB:
             raise ValidationError(
                 mem_field, f"must be a whole number of MiB >= 1, got {gpu_memory_mib}",
-                "a whole number of MiB >= 1",
+                f"a whole number of MiB 1..{limits.MAX_GPU_MEMORY_MIB}",
             )
         return GpuRequest(RequestKind.MEMORY, int(mem))
     amount = _to_decimal(gpus, gpus_field, ALLOWED_GPUS)
+    if amount > limits.MAX_GPUS_PER_POD:
+        raise ValidationError(gpus_field, f"{gpus} is more GPUs than one pod may ask for",
+                              ALLOWED_GPUS)
     if amount >= 1 and amount == amount.to_integral_value():
         return GpuRequest(RequestKind.WHOLE, int(amount))
     milli = amount * MILLI_PER_GPU
@@ -115,6 +124,9 @@ def parse_gpu_amount(value: object, field: str) -> int:
     amount = _to_decimal(value, field, allowed)
     if amount < 0:
         raise ValidationError(field, f"must be >= 0, got {value}", allowed)
+    if amount > limits.MAX_RESERVATION_GPUS:
+        raise ValidationError(field, f"must be <= {limits.MAX_RESERVATION_GPUS}, got {value}",
+                              allowed)
     milli = amount * MILLI_PER_GPU
     if milli != milli.to_integral_value():
         raise ValidationError(field, f"{value} has more than 3 decimals", allowed)
@@ -127,6 +139,12 @@ def gpus_number(milli: int | Fraction) -> int | float:
     if value.denominator == 1:
         return int(value)
     return round(float(value), 3)
+
+
+def count_of(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 workload``, ``2 workloads``, ``0 preemptions``: the count and its
+    noun, singular only for exactly one."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
 
 
 def format_gpus(milli: int | Fraction) -> str:

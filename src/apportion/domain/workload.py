@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import enum
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from apportion.domain import limits
 from apportion.domain.errors import ValidationError
 from apportion.domain.host import parse_cpu, parse_memory_mib
 from apportion.domain.quantities import GpuRequest, parse_gpu_request
@@ -114,6 +116,18 @@ def _int_field(value: object, fname: str, lo: int, hi: int | None, allowed: str)
     return value
 
 
+def split_command(command: str) -> tuple[str, ...]:
+    """A command given as one string, split into argv the way a POSIX shell
+    would (``shlex``: quotes group, backslashes escape; no variables, globs or
+    pipes). ``"python train.py --lr 0.1"`` → ``("python", "train.py", "--lr",
+    "0.1")``."""
+    try:
+        return tuple(shlex.split(command))
+    except ValueError as err:
+        raise ValidationError("command", f"cannot split {command!r} into arguments: {err}",
+                              "a list of strings, or a string split as a shell would") from None
+
+
 def _str_map(value: object, fname: str) -> dict[str, str]:
     if value is None:
         return {}
@@ -184,7 +198,7 @@ def make_spec(
         raise ValidationError("class", f"{wclass!r} is not a class", "reserved, elastic") from None
     prio = _priority(klass, priority)
     request = parse_gpu_request(gpus, gpu_memory_mib)
-    n_pods = _int_field(pods, "pods", 1, None, "an integer >= 1")
+    n_pods = _int_field(pods, "pods", 1, limits.MAX_PODS, f"an integer 1..{limits.MAX_PODS}")
     n_min = n_pods if min_pods is None else _int_field(
         min_pods, "min_pods", 1, n_pods, f"an integer 1..pods ({n_pods})"
     )
@@ -199,13 +213,13 @@ def make_spec(
     if command is None:
         cmd = ()
     elif isinstance(command, str):
-        cmd = (command,)
+        cmd = split_command(command)
     elif isinstance(command, list | tuple) and all(isinstance(c, str) for c in command):
         cmd = tuple(command)
     else:
         raise ValidationError("command", "must be a string or a list of strings")
     dur = None if duration is None else _int_field(
-        duration, "duration", 0, None, "seconds >= 0"
+        duration, "duration", 0, limits.MAX_SECONDS, f"seconds 0..{limits.MAX_SECONDS}"
     )
     return WorkloadSpec(
         name=name,

@@ -22,7 +22,7 @@ from apportion.service.pools import add_pool_row, pool_from_body
 from apportion.service.views import decision_view
 from apportion.service.workloads import run_id
 from apportion.store import codec
-from apportion.store.models import DecisionRow, NodeRow, WorkloadRow
+from apportion.store.models import NodeRow, WorkloadRow
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo
 
@@ -136,17 +136,13 @@ def _fail_on_node(session: Session, ctx: Ctx, node: str, now: float) -> None:
             new = requeue_after_failure(state, int(now), ctx.cause, message)
         else:
             new = transition(state, Status.FAILED, int(now), ctx.cause, message)
-        session.add(_stop(row, "node_down", now))
+        wl_repo.add_decision(session, row.org_id, kind="stop", pool=row.pool or "",
+                             workload_id=row.id, attempt=row.attempt,
+                             placement=row.placement, reason="node_down", grace_seconds=0,
+                             created_at=now)
         codec.state_to_row(new, row, now)
         add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now,
                              row.name)
-
-
-def _stop(row: WorkloadRow, reason: str, now: float) -> DecisionRow:
-    return DecisionRow(org_id=row.org_id, pool=row.pool or "", kind="stop", workload_id=row.id,
-                       attempt=row.attempt, run_id=run_id(row.id, row.attempt),
-                       placement=row.placement, exec={}, reason=reason, grace_seconds=0,
-                       created_at=now)
 
 
 def decisions(
@@ -190,6 +186,7 @@ def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
     if note == "duplicate":
         return {**out, "accepted": True, "note": "already applied"}
     if note:
+        note += _exited(session, ctx, wid, attempt, target)
         audit.record(session, ctx, "agent.report", f"workload/{wid}", outcome="ignored",
                      message=note, after=dict(body))
         return {**out, "accepted": False, "note": note}
@@ -208,6 +205,17 @@ def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
                  before={"status": status.value}, after={"status": new.status.value})
     repo.bump_sched_version(session, ctx.org_id)
     return {**out, "status": row.status, "accepted": True, "note": ""}
+
+
+def _exited(session: Session, ctx: Ctx, wid: int, attempt: int, target: Status) -> str:
+    """A final report for an attempt the control plane has already ended (a
+    preempted victim whose agent has now seen it exit): its devices are free at
+    once, so a workload nominated on them starts in the next cycle instead of
+    waiting out the pool's whole preemption grace."""
+    if not target.is_terminal or wl_repo.end_exiting(session, ctx.org_id, wid, attempt) == 0:
+        return ""
+    repo.bump_sched_version(session, ctx.org_id)
+    return "; it has exited, its devices are free"
 
 
 def _shrink_done(

@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+
+# ``Session`` is re-exported: routers type their read functions with it without
+# importing SQLAlchemy themselves
+from sqlalchemy.orm import Session as Session
 
 from apportion.service.context import Ctx
-from apportion.service.errors import IdempotencyMismatch
+from apportion.service.errors import Conflict, IdempotencyMismatch
 from apportion.store.db import Database
 from apportion.store.models import IdempotencyRow
 from apportion.store.repos.security import get_idempotency
@@ -69,7 +72,7 @@ def execute(
         except IntegrityError:
             # Two requests with the same new key raced; the loser replays the winner.
             if idem is None or attempt:
-                raise
+                raise Conflict("the change conflicts with another one; retry") from None
     raise AssertionError("unreachable")
 
 

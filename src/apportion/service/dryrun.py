@@ -6,26 +6,25 @@ transaction; nothing is stored."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from apportion.domain.quantities import gpus_number
+from apportion.domain.workload import WorkloadSpec
 from apportion.engine.snapshot import CycleConfig
 from apportion.service.authz import require_submit
 from apportion.service.context import Ctx
 from apportion.service.gcpause import paused_gc
 from apportion.service.loading import load_parents
 from apportion.service.snapshots import load_snapshot
-from apportion.service.workloads import check_team, parse_spec
+from apportion.service.workloads import check_team
 from apportion.store import codec
 
 
-def dry_run(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any]:
+def dry_run(session: Session, ctx: Ctx, spec: WorkloadSpec) -> dict[str, Any]:
     from apportion.engine.cycle import dry_run as engine_dry_run
 
-    spec = parse_spec(body)
     parents = load_parents(session, ctx.org_id)
     check_team(parents, spec.team)
     require_submit(ctx, parents, spec.team)

@@ -48,13 +48,21 @@ def add_event(session: Session, org_id: int, type_: str, **fields: Any) -> None:
 
 
 def lifecycle_rows(
-    org_id: int, workload_id: int, team: str, events: Iterable[Event], now: float, name: str
+    org_id: int, workload_id: int, team: str, events: Iterable[Event], now: float, name: str,
+    *, pool: str | None = None, pods_running: int | None = None,
 ) -> list[dict[str, Any]]:
     """One ``workload.status`` event per lifecycle transition; ``data`` carries the
-    workload's ``name`` (so feeds can print names without a lookup)."""
+    workload's ``name`` (so feeds can print names without a lookup) and, from the
+    scheduler, its ``pool`` and the ``pods_running`` it holds after the change
+    (so ``workloads list -w`` builds its rows from the stream alone)."""
+    data: dict[str, Any] = {"name": name}
+    if pool is not None:
+        data["pool"] = pool
+    if pods_running is not None:
+        data["pods_running"] = pods_running
     return [event_row(org_id, "workload.status", cause=e.cause, message=e.message,
                       workload_id=workload_id, team=team, attempt=e.attempt,
-                      status=e.status.value, at=now, data={"name": name}) for e in events]
+                      status=e.status.value, at=now, data=dict(data)) for e in events]
 
 
 def add_lifecycle_events(

@@ -106,14 +106,14 @@ def pool_status(session: Session, org_id: int, pools: list[str], spans: list[Int
         code = reason or "NOT_YET_CONSIDERED"
         st["reasons"][code] = st["reasons"].get(code, 0) + 1
     for sp in spans:
-        st = out.get(sp.pool)
-        if st is None:
+        found = out.get(sp.pool)
+        if found is None:
             continue
         if sp.end is None and sp.status in PLACED:
-            st["running"] += sp.status == "Running"
-            st["reserved_milli" if sp.is_reserved else "elastic_milli"] += sp.milli
+            found["running"] += sp.status == "Running"
+            found["reserved_milli" if sp.is_reserved else "elastic_milli"] += sp.milli
         elif sp.status == "Preempted" and sp.end is not None and sp.end >= now - 3600:
-            st["preempted_last_hour"] += 1
+            found["preempted_last_hour"] += 1
     for st in out.values():
         st["reasons"] = sorted(st["reasons"].items(), key=lambda kv: (-kv[1], kv[0]))
         st["allocated_milli"] = st["reserved_milli"] + st["elastic_milli"]
@@ -199,7 +199,7 @@ def victims_of(session: Session, org_id: int, workload_id: int) -> list[dict[str
                WorkloadRow.preempted_by, WorkloadRow.attempts).where(
         WorkloadRow.org_id == org_id, WorkloadRow.id != workload_id,
         or_(WorkloadRow.preempted_by == workload_id, WorkloadRow.attempt > 1))
-    out = []
+    out: list[dict[str, Any]] = []
     for row in session.execute(q):
         hits = [int(a["attempt"]) for a in row.attempts or ()
                 if a.get("preempted_by") == workload_id]

@@ -43,7 +43,7 @@ class ParentsCache:
 
     @staticmethod
     def _key(session: Session, org_id: int) -> tuple[str, int]:
-        return str(session.get_bind().url), org_id
+        return str(session.get_bind().engine.url), org_id
 
     def get(self, session: Session, org_id: int) -> tuple[int, Parents]:
         """(teams version, tree): the cached one, else read now."""

@@ -184,12 +184,13 @@ def set_reservation(
     if row is None:
         row = ReservationRow(org_id=ctx.org_id, team=team, pool=pool, milli=milli, version=1,
                              updated_at=now)
-        session.add(row)
+        if milli:  # setting 0 where there is none stores nothing
+            session.add(row)
     else:
         row.milli, row.version, row.updated_at = milli, row.version + 1, now
+        if milli == 0:
+            session.delete(row)
     after = reservation_view(row)
-    if milli == 0:
-        session.delete(row)
     _reservation_changed(session, ctx, team, pool, before, after)
     return after
 

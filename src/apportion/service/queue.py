@@ -86,7 +86,7 @@ def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[
     nominated = sorted((w for w in queued if w.is_nominated), key=lambda w: w.id)
     waiting = [w for w in queued if not w.is_nominated]
     line = WaitingQueue(waiting, deficit, lambda w: w.size)  # type: ignore[arg-type, attr-defined]
-    ordered: list[_Waiting] = [*nominated, *line]  # type: ignore[list-item]
+    ordered: list[_Waiting] = [*nominated, *line]
     shown = ordered[:limit]
     rows = {r.id: r for r in wl_repo.workloads_by_ids(session, ctx.org_id,
                                                       [w.id for w in shown])}

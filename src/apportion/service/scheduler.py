@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from apportion.domain.lifecycle import WorkloadState
+from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.engine.apply import Applied, apply_plan
 from apportion.engine.plan import DecisionKind, Plan
 from apportion.engine.snapshot import CycleConfig
@@ -28,12 +28,10 @@ from apportion.service.events import event_row, lifecycle_rows, write_events
 from apportion.service.gcpause import paused_gc
 from apportion.service.metrics import Metrics
 from apportion.service.snapshots import Loaded, StateCache, load_snapshot
-from apportion.service.workloads import run_id
 from apportion.store import codec
 from apportion.store.db import Database
 from apportion.store.models import (
     CycleRow,
-    DecisionRow,
     ExitingRow,
     LeaseRow,
     OrgRow,
@@ -191,7 +189,9 @@ class Scheduler:
             fresh = new.events[len(before.events):]
             new = phys.state(new, physical=True, known_attempts=len(before.attempts))
             codec.state_to_row(new, row, now)
-            events += lifecycle_rows(org_id, wid, row.team, fresh, now, row.name)
+            held = len(new.placement) if new.status in (Status.STARTING, Status.RUNNING) else 0
+            events += lifecycle_rows(org_id, wid, row.team, fresh, now, row.name,
+                                     pool=new.pool, pods_running=held)
             if not fresh and new.reason != before.reason and new.reason is not None:
                 events.append(event_row(
                     org_id, "workload.reason", cause=f"cycle {plan.cycle_id}",
@@ -199,12 +199,10 @@ class Scheduler:
                     attempt=new.attempt, status=new.status.value,
                     data={"code": new.reason.code.value}, at=now))
             if wid in starts and new.placement:
-                session.add(DecisionRow(
-                    org_id=org_id, pool=new.pool or "", kind="start", workload_id=wid,
-                    attempt=new.attempt, run_id=run_id(wid, new.attempt),
-                    placement=codec.placement_to_json(new.placement),
-                    exec=_exec(row.spec), created_at=now,
-                ))
+                wl_repo.add_decision(
+                    session, org_id, kind="start", pool=new.pool or "", workload_id=wid,
+                    attempt=new.attempt, placement=codec.placement_to_json(new.placement),
+                    exec_=_exec(row.spec), created_at=now)
                 if self.metrics is not None:
                     self.metrics.admission.labels(loaded.org_slug, row.team).observe(
                         max(0.0, now - loaded.submitted_at.get(wid, now)))
@@ -231,13 +229,12 @@ class Scheduler:
             placement = victim.placement
             if p.pods:
                 placement = tuple(victim.placement[i] for i in sorted(p.pods))
-            session.add(DecisionRow(
-                org_id=org_id, pool=victim.pool or "", kind="shrink" if p.pods else "stop",
-                workload_id=p.victim, attempt=p.attempt, run_id=run_id(p.victim, p.attempt),
-                placement=codec.placement_to_json(placement), exec={},
-                reason="preempted", grace_seconds=max(0, p.exits_at - plan.now),
-                pods=sorted(p.pods), created_at=now,
-            ))
+            wl_repo.add_decision(
+                session, org_id, kind="shrink" if p.pods else "stop", pool=victim.pool or "",
+                workload_id=p.victim, attempt=p.attempt,
+                placement=codec.placement_to_json(placement), reason="preempted",
+                grace_seconds=max(0, p.exits_at - plan.now), pods=sorted(p.pods),
+                created_at=now)
             row = rows[p.victim]
             row.preemptions = [*(row.preemptions or []), {
                 "at": float(p.at), "attempt": p.attempt, "by": p.by or None,

@@ -86,7 +86,7 @@ class SpanCache:
              ) -> dict[int, Decoded]:
         """The decoded rows of ``org_id`` matching ``where``, by id."""
         t = WorkloadRow
-        db = str(session.get_bind().url)
+        db = str(session.get_bind().engine.url)
         current = session.execute(select(t.id, t.version, t.updated_at).where(
             t.org_id == org_id, *where)).all()
         stale = [wid for wid, version, at in current
@@ -126,7 +126,7 @@ def intervals(session: Session, org_id: int, since: float) -> list[Interval]:
 def placed(session: Session, org_id: int, pool: str | None = None) -> dict[int, Decoded]:
     """The decoded Starting and Running workloads (of ``pool``, if given), by id."""
     t = WorkloadRow
-    where = [t.is_active.is_(True), t.status.in_(PLACED)]
+    where: list[ColumnElement[bool]] = [t.is_active.is_(True), t.status.in_(PLACED)]
     if pool is not None:
         where.append(t.pool == pool)
     return CACHE.rows(session, org_id, *where)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -28,10 +27,13 @@ from apportion.service.loading import PARENTS_CACHE, load_parents
 from apportion.service.pools import team_capacity_views
 from apportion.service.views import event_view, workload_view
 from apportion.store import codec
-from apportion.store.models import DecisionRow, WorkloadRow
+from apportion.store.models import WorkloadRow
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo
 from apportion.store.repos.paging import Page
+
+# the list filter, re-exported so that routers need not import the store
+from apportion.store.repos.workloads import WorkloadFilter as WorkloadFilter
 
 SPEC_FIELDS = frozenset({
     "name", "team", "class", "priority", "gpus", "gpu_memory_mib", "pods", "min_pods", "gang",
@@ -61,7 +63,7 @@ def check_team(parents: Parents, team: str) -> None:
         )
 
 
-def submit(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any]:
+def submit(session: Session, ctx: Ctx, spec: WorkloadSpec) -> dict[str, Any]:
     """Store a new workload (Pending), its first event and audit entry, in the
     caller's transaction.
 
@@ -71,7 +73,6 @@ def submit(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any
     the teams version under the org row's lock; if the tree changed meanwhile
     the checks run again on the current tree (a failure rolls the whole
     submission back)."""
-    spec = parse_spec(body)
     used, parents = PARENTS_CACHE.get(session, ctx.org_id)
     try:
         _check_submit(ctx, parents, spec.team)
@@ -94,7 +95,7 @@ def submit(session: Session, ctx: Ctx, body: Mapping[str, Any]) -> dict[str, Any
     add_lifecycle_events(session, ctx.org_id, wid, spec.team, state.events, now, spec.name)
     # The view of the values just written, in the row's shape: no ORM object and
     # no read-back on the hot path.
-    view = workload_view(cast(WorkloadRow, SimpleNamespace(id=wid, **values)))
+    view = workload_view(WorkloadRow(id=wid, **values))  # transient: never added
     audit.record(session, ctx, "workload.submit", f"workload/{wid}", after=view)
     current = repo.bump_sched_version_returning_teams(session, ctx.org_id)
     fresh = PARENTS_CACHE.confirm(session, ctx.org_id, used, current)
@@ -126,12 +127,10 @@ def cancel(
     new = transition(state, Status.CANCELLED, int(now), ctx.cause,
                      message or f"cancelled by {ctx.actor.name}")
     if was_placed and row.pool is not None:
-        session.add(DecisionRow(
-            org_id=ctx.org_id, pool=row.pool, kind="stop", workload_id=row.id,
-            attempt=row.attempt, run_id=run_id(row.id, row.attempt),
-            placement=row.placement, exec={}, reason="cancelled", grace_seconds=0,
-            created_at=now,
-        ))
+        wl_repo.add_decision(session, ctx.org_id, kind="stop", pool=row.pool,
+                             workload_id=row.id, attempt=row.attempt,
+                             placement=row.placement, reason="cancelled", grace_seconds=0,
+                             created_at=now)
     codec.state_to_row(new, row, now)
     add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now, row.name)
     after = workload_view(row)
@@ -140,8 +139,7 @@ def cancel(
     return after
 
 
-def run_id(workload_id: int, attempt: int) -> str:
-    return f"w{workload_id}-a{attempt}"
+run_id = wl_repo.run_id
 
 
 def _visible(session: Session, ctx: Ctx) -> tuple[Parents, set[str] | None]:

@@ -3,11 +3,11 @@ file (``teams[0].children[1].reservations.main``) and what is allowed."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from apportion.domain.errors import ValidationError
+from apportion.domain import limits
+from apportion.domain.errors import ValidationError, did_you_mean, unknown_key
 from apportion.domain.host import ALLOWED_CPU, parse_cpu, parse_memory_mib
 
 
@@ -16,12 +16,6 @@ def join(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
     return f"{path}.{key}" if path else key
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """`` did you mean 'x'?`` for the closest choice, or the empty string."""
-    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def mapping(value: object, path: str, allowed: Iterable[str], what: str) -> Mapping[str, Any]:
@@ -36,11 +30,7 @@ def mapping(value: object, path: str, allowed: Iterable[str], what: str) -> Mapp
         )
     for key in value:
         if not isinstance(key, str) or key not in keys:
-            raise ValidationError(
-                join(path, str(key)),
-                f"unknown key{did_you_mean(str(key), keys)}",
-                ", ".join(keys),
-            )
+            raise unknown_key(join(path, str(key)), str(key), keys)
     return value
 
 
@@ -59,8 +49,9 @@ def text(value: object, path: str, what: str = "a non-empty string") -> str:
     return value
 
 
-def integer(value: object, path: str, lo: int = 0, hi: int | None = None) -> int:
-    """An integer within ``lo..hi`` (a float with no fraction is accepted)."""
+def integer(value: object, path: str, lo: int = 0, hi: int | None = limits.MAX_INT64) -> int:
+    """An integer within ``lo..hi`` (a float with no fraction is accepted);
+    ``hi`` defaults to the largest integer any store column holds."""
     allowed = f"an integer >= {lo}" if hi is None else f"an integer {lo}..{hi}"
     if isinstance(value, float) and value.is_integer():
         value = int(value)

@@ -13,8 +13,9 @@ from typing import Any
 
 from apportion.domain.cluster import pool_capacity
 from apportion.domain.lifecycle import Attempt, Status, WorkloadState, all_attempts
+from apportion.domain.placement_json import placement_to_json
 from apportion.domain.quantities import gpus_number
-from apportion.domain.workload import Placement, WorkloadClass
+from apportion.domain.workload import WorkloadClass
 from apportion.sim.runner import SimResult
 
 
@@ -49,13 +50,6 @@ def to_json(result: SimResult) -> dict[str, Any]:
     }
 
 
-def placement_json(placement: Placement) -> list[dict[str, Any]]:
-    return [
-        {"node": p.node, "devices": [{"index": d.index, "milli": d.milli} for d in p.devices]}
-        for p in placement
-    ]
-
-
 def workload_json(result: SimResult, w: WorkloadState) -> dict[str, Any]:
     """Top-level fields describe the latest attempt; ``attempts`` lists all."""
     return {
@@ -70,7 +64,7 @@ def workload_json(result: SimResult, w: WorkloadState) -> dict[str, Any]:
         "attempt": w.attempt,
         "pool": w.pool,
         "reason": w.reason.to_dict() if w.reason is not None else None,
-        "placement": placement_json(w.placement),
+        "placement": placement_to_json(w.placement),
         "preempted_by": _name(result, w.preempted_by),
         "submitted_at": w.submitted_at,
         "started_at": w.started_at,

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from apportion.domain import limits
 from apportion.domain.cluster import (
     DEFAULT_GPU_MEMORY_MIB,
     Node,
@@ -122,6 +123,9 @@ def parse_pools(raw: object) -> tuple[dict[str, Pool], tuple[Node, ...]]:
         raw_nodes = f.sequence(item.get("nodes"), f.join(path, "nodes"), "nodes")
         for j, raw_node in enumerate(raw_nodes):
             npath = f.join(f.join(path, "nodes"), j)
+            if len(nodes) >= limits.MAX_NODES:
+                raise ValidationError(npath, f"more than {limits.MAX_NODES} nodes in the file",
+                                      f"at most {limits.MAX_NODES} nodes in all")
             for node in _parse_nodes(raw_node, npath, pool):
                 if node.name in seen:
                     raise ValidationError(
@@ -144,12 +148,14 @@ def _parse_pool(item: object, path: str) -> Pool:
     hold = raw.get("starvation_hold_after")
     settings = {
         "gpu_memory_mib": f.integer(raw.get("gpu_memory_mib", DEFAULT_GPU_MEMORY_MIB),
-                                    f.join(path, "gpu_memory_mib"), 1),
-        "start_delay": f.integer(raw.get("start_delay", 0), f.join(path, "start_delay")),
+                                    f.join(path, "gpu_memory_mib"), 1,
+                                    limits.MAX_GPU_MEMORY_MIB),
+        "start_delay": f.integer(raw.get("start_delay", 0), f.join(path, "start_delay"), 0,
+                                 limits.MAX_SECONDS),
         "preemption_grace": f.integer(raw.get("preemption_grace", 0),
-                                      f.join(path, "preemption_grace")),
+                                      f.join(path, "preemption_grace"), 0, limits.MAX_SECONDS),
         "starvation_hold_after": None if hold is None else f.integer(
-            hold, f.join(path, "starvation_hold_after")),
+            hold, f.join(path, "starvation_hold_after"), 0, limits.MAX_SECONDS),
         "packing": f.choice(raw.get("packing", Packing.FRAGMENTATION.value),
                             f.join(path, "packing"), [p.value for p in Packing]),
     }
@@ -166,7 +172,9 @@ def _parse_nodes(item: object, path: str, pool: Pool) -> list[Node]:
         if "name" in raw:
             raise ValidationError(f.join(path, "name"), "give either name or prefix + count")
         prefix = f.text(raw.get("prefix"), f.join(path, "prefix"), "a name prefix")
-        count = f.integer(raw.get("count"), f.join(path, "count"), 1)
+        # checked before a single name is made: a typo of a few zeros must be an
+        # error, not a process that grows until the kernel kills it
+        count = f.integer(raw.get("count"), f.join(path, "count"), 1, limits.MAX_NODES)
         names = [f"{prefix}{k}" for k in range(1, count + 1)]
     else:
         names = [f.text(raw.get("name"), f.join(path, "name"), "the node's name")]
@@ -178,9 +186,9 @@ def _parse_nodes(item: object, path: str, pool: Pool) -> list[Node]:
     if gpu_type is not None:
         gpu_type = f.text(gpu_type, f.join(path, "gpu_type"))
     memory = f.integer(
-        raw.get("gpu_memory_mib", pool.gpu_memory_mib), f.join(path, "gpu_memory_mib"), 1
-    )
-    gpus = f.integer(raw.get("gpus"), f.join(path, "gpus"))
+        raw.get("gpu_memory_mib", pool.gpu_memory_mib), f.join(path, "gpu_memory_mib"), 1,
+        limits.MAX_GPU_MEMORY_MIB)
+    gpus = f.integer(raw.get("gpus"), f.join(path, "gpus"), 0, limits.MAX_NODE_GPUS)
     node_labels = f.labels(raw.get("labels"), f.join(path, "labels"))
     # absent = not limited (SPEC 5); parsed and kept, not used by placement yet
     cpu = None if raw.get("cpu") is None else f.cpu(raw["cpu"], f.join(path, "cpu"))

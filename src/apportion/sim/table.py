@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from apportion.domain.lifecycle import Status, WorkloadState
-from apportion.domain.quantities import format_gpus
+from apportion.domain.quantities import count_of, format_gpus
 from apportion.sim.output import pools_json, usage_by_team
 from apportion.sim.runner import SimResult
 
@@ -31,8 +31,9 @@ def render(result: SimResult, console: Console) -> None:
         console.print(_preemptions(result))
     console.print(_teams(result))
     console.print(_pools(result))
-    summary = (f"time {result.time} s: {len(result.states)} workloads, "
-               f"{len(result.preemptions)} preemptions, {result.cycles} cycles")
+    summary = (f"time {result.time} s: {count_of(len(result.states), 'workload')}, "
+               f"{count_of(len(result.preemptions), 'preemption')}, "
+               f"{count_of(result.cycles, 'cycle')}")
     if result.horizon_reached:
         summary += " (stopped at the 10-day horizon; more was still to happen)"
     console.print(summary)

@@ -44,7 +44,7 @@ def _parse_team(
         )
     pct = raw.get("burst_limit_percent")
     if pct is not None:
-        pct = f.integer(pct, f.join(path, "burst_limit_percent"))
+        pct = f.integer(pct, f.join(path, "burst_limit_percent"), 0, 1_000_000)
     weight = f.integer(raw.get("bursting_priority", 1), f.join(path, "bursting_priority"), 1, 10)
     team = Team(slug=slug, name=slug, parent=parent, bursting_priority=weight,
                 burst_limit_percent=pct)

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from apportion.domain import limits
 from apportion.domain.cluster import Node, NodeState, Pool
 from apportion.domain.errors import ValidationError
 from apportion.domain.org import OrgTree
@@ -50,7 +51,10 @@ def parse_workloads(
     for i, item in enumerate(f.sequence(raw, "workloads", "workloads")):
         path = f.join("workloads", i)
         raw_item = f.mapping(item, path, WORKLOAD_KEYS, "a workload")
-        at = f.integer(raw_item.get("at", 0), f.join(path, "at"))
+        at = f.integer(raw_item.get("at", 0), f.join(path, "at"), 0, limits.MAX_SECONDS)
+        if len(found) >= limits.MAX_SCENARIO_WORKLOADS:
+            raise ValidationError(path, f"more than {limits.MAX_SCENARIO_WORKLOADS} workloads "
+                                  "in the file", f"at most {limits.MAX_SCENARIO_WORKLOADS}")
         for name in _names(raw_item, path):
             spec = _spec(raw_item, name, path, tree, pools)
             if name in seen:
@@ -77,7 +81,8 @@ def _names(raw: Mapping[str, Any], path: str) -> list[str]:
         if "name" in raw:
             raise ValidationError(f.join(path, "name"), "give either name or prefix + count")
         prefix = f.text(raw.get("prefix"), f.join(path, "prefix"), "a name prefix")
-        count = f.integer(raw.get("count"), f.join(path, "count"), 1)
+        count = f.integer(raw.get("count"), f.join(path, "count"), 1,
+                          limits.MAX_SCENARIO_WORKLOADS)
         return [f"{prefix}{k}" for k in range(1, count + 1)]
     return [f.text(raw.get("name"), f.join(path, "name"), "the workload's name")]
 
@@ -165,7 +170,7 @@ def parse_events(
     for i, item in enumerate(f.sequence(raw, "events", "events")):
         path = f.join("events", i)
         ev = f.mapping(item, path, EVENT_KEYS, "an event: {at: T, cancel: NAME} or similar")
-        at = f.integer(ev.get("at", 0), f.join(path, "at"))
+        at = f.integer(ev.get("at", 0), f.join(path, "at"), 0, limits.MAX_SECONDS)
         kinds = [k for k in EVENT_KINDS if k in ev]
         if len(kinds) != 1:
             raise ValidationError(path, "an event needs exactly one action",

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from apportion.domain.cluster import Node, NodeState, Pool
+from apportion.domain.cluster import Node, NodeState, Packing, Pool
 from apportion.domain.host import cpu_number
 from apportion.domain.lifecycle import Attempt, Exiting, Status, WorkloadState
 from apportion.domain.org import Team
+from apportion.domain.placement_json import placement_from_json as placement_from_json
+from apportion.domain.placement_json import placement_to_json as placement_to_json
 from apportion.domain.quantities import RequestKind
 from apportion.domain.reasons import Reason, ReasonCode
-from apportion.domain.workload import DeviceShare, Placement, PodPlacement, WorkloadSpec, make_spec
+from apportion.domain.workload import WorkloadSpec, make_spec
 from apportion.store.models import ExitingRow, NodeRow, PoolRow, TeamRow, WorkloadRow
 
 
@@ -61,23 +63,6 @@ def spec_from_dict(data: dict[str, Any]) -> WorkloadSpec:
     args = dict(data)
     args["wclass"] = args.pop("class", "elastic")
     return make_spec(**args)
-
-
-def placement_to_json(placement: Placement) -> list[dict[str, Any]]:
-    return [
-        {"node": p.node, "devices": [{"index": d.index, "milli": d.milli} for d in p.devices]}
-        for p in placement
-    ]
-
-
-def placement_from_json(data: list[Any] | None) -> Placement:
-    return tuple(
-        PodPlacement(
-            str(p["node"]),
-            tuple(DeviceShare(int(d["index"]), int(d["milli"])) for d in p["devices"]),
-        )
-        for p in (data or [])
-    )
 
 
 def _opt_int(value: float | None) -> int | None:
@@ -182,7 +167,7 @@ def pool_from_row(row: PoolRow) -> Pool:
         start_delay=row.start_delay,
         preemption_grace=row.preemption_grace,
         starvation_hold_after=row.starvation_hold_after,
-        packing=row.packing or "fragmentation",
+        packing=Packing(row.packing or "fragmentation"),
     )
 
 

@@ -22,11 +22,11 @@ from urllib.parse import parse_qsl, urlencode
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from sqlalchemy.orm import Session as DbSession
 
 from apportion import __version__
 from apportion.domain.errors import IllegalTransition, NotFound, ValidationError
 from apportion.service import audit
+from apportion.service.commands import Session as DbSession
 from apportion.service.errors import Conflict, PermissionDenied, Unauthenticated
 from apportion.web.session import Session, control, request_id
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from sqlalchemy.orm import Session as DbSession
 
 from apportion.service import insights, org, pools
 from apportion.service.authz import require_reader
+from apportion.service.commands import Session as DbSession
 from apportion.service.context import Ctx
 from apportion.web.deps import SessionDep
 from apportion.web.render import PageError, control, error_page, page

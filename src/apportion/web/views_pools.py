@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup, escape
-from sqlalchemy.orm import Session as DbSession
 
 from apportion.service import insights
 from apportion.service.authz import require_reader
+from apportion.service.commands import Session as DbSession
 from apportion.service.context import Ctx
 from apportion.service.queue import queue_view
 from apportion.web.deps import SessionDep

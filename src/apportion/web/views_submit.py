@@ -9,7 +9,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
-from sqlalchemy.orm import Session as DbSession
 from starlette.concurrency import run_in_threadpool
 
 from apportion.domain.errors import ValidationError
@@ -17,6 +16,7 @@ from apportion.service import dryrun, insights, org
 from apportion.service import workloads as svc
 from apportion.service.authz import in_scope
 from apportion.service.commands import Result, execute
+from apportion.service.commands import Session as DbSession
 from apportion.service.context import Role
 from apportion.web.deps import FormDep, SessionDep
 from apportion.web.render import control, error_page, render
@@ -116,8 +116,9 @@ async def preview(request: Request, sess: SessionDep, form: FormDep) -> Response
 
     def run() -> dict[str, Any]:
         body = body_from_form(form)
+        spec = svc.parse_spec(body)
         with db.read() as s:
-            return dryrun.dry_run(s, sess.ctx, body)
+            return dryrun.dry_run(s, sess.ctx, spec)
 
     try:
         result = await run_in_threadpool(run)
@@ -138,8 +139,9 @@ async def submit(request: Request, sess: SessionDep, form: FormDep) -> Response:
 
     def run() -> dict[str, Any]:
         body = body_from_form(form)
+        spec = svc.parse_spec(body)
         result = execute(cp.db, sess.ctx, None, lambda s: Result(201, svc.submit(
-            s, sess.ctx, body)))
+            s, sess.ctx, spec)))
         data: dict[str, Any] = result.data
         return data
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
-from sqlalchemy.orm import Session as DbSession
 from starlette.concurrency import run_in_threadpool
 
 from apportion.service import cursors, insights
@@ -16,11 +15,12 @@ from apportion.service import logs as logs_svc
 from apportion.service import workloads as svc
 from apportion.service.authz import require_cancel
 from apportion.service.commands import Result, execute
+from apportion.service.commands import Session as DbSession
 from apportion.service.context import Ctx
 from apportion.service.errors import PermissionDenied
 from apportion.service.loading import load_parents
 from apportion.service.views import workload_view
-from apportion.store.repos.workloads import WorkloadFilter
+from apportion.service.workloads import WorkloadFilter
 from apportion.web.deps import FormDep, SessionDep
 from apportion.web.render import (
     PageError,

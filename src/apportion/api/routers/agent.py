@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from apportion.api.deps import CtxDep, IdemDep, body_of, envelope, run_command
+from apportion.api.deps import CtxDep, IdemDep, body_of, capture_response, envelope, run_command
 from apportion.api.schemas import Envelope
 from apportion.api.schemas_agent import (
     DecisionRead,
@@ -19,13 +18,14 @@ from apportion.api.schemas_agent import (
     Report,
     ReportRead,
 )
+from apportion.domain import limits
 from apportion.service import agents as svc
 
-router = APIRouter(tags=["agent"])
+router = APIRouter(tags=["agent"], dependencies=[Depends(capture_response)])
 
 
 @router.post("/agent/heartbeat", response_model=Envelope[HeartbeatRead])
-def heartbeat(request: Request, ctx: CtxDep, idem: IdemDep, body: Heartbeat) -> JSONResponse:
+def heartbeat(request: Request, ctx: CtxDep, idem: IdemDep, body: Heartbeat) -> dict[str, Any]:
     data = body_of(body)
     timeout = request.app.state.control.settings.agent_timeout
 
@@ -38,12 +38,13 @@ def heartbeat(request: Request, ctx: CtxDep, idem: IdemDep, body: Heartbeat) -> 
 @router.get("/agent/decisions", response_model=Envelope[list[DecisionRead]])
 async def decisions(
     request: Request, ctx: CtxDep,
-    cursor: Annotated[int, Query(ge=0, description="last decision id seen")] = 0,
+    cursor: Annotated[int, Query(ge=0, le=limits.MAX_INT64, description="last decision id seen")
+                      ] = 0,
     limit: Annotated[int, Query(ge=1, le=100)] = 100,
     wait: Annotated[float, Query(ge=0, le=30, description="long-poll seconds")] = 0,
     live: Annotated[bool, Query(description="only starts of attempts still Starting/Running "
                                 "(plus stops): for an agent that lost its state")] = False,
-) -> JSONResponse:
+) -> dict[str, Any]:
     db = request.app.state.control.db
 
     def fetch() -> tuple[list[object], int]:
@@ -60,6 +61,6 @@ async def decisions(
 
 
 @router.post("/agent/reports", response_model=Envelope[ReportRead])
-def report(request: Request, ctx: CtxDep, idem: IdemDep, body: Report) -> JSONResponse:
+def report(request: Request, ctx: CtxDep, idem: IdemDep, body: Report) -> dict[str, Any]:
     data = body_of(body)
     return run_command(request, ctx, idem, lambda s: svc.report(s, ctx, data))

@@ -9,46 +9,35 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
-from sqlalchemy.orm import Session
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from apportion.api.deps import BadParam, CtxDep, PageDep, envelope, read
+from apportion.api import filters
+from apportion.api.deps import BadParam, CtxDep, PageDep, capture_response, envelope, read
 from apportion.api.schemas import Envelope, EventRead
-from apportion.service.authz import deny, visible_teams
-from apportion.service.context import Ctx, Role
-from apportion.service.loading import load_parents
-from apportion.service.views import event_view
-from apportion.store.repos import workloads as wl_repo
+from apportion.domain import limits
+from apportion.service import reads
 
-router = APIRouter(tags=["events"])
+router = APIRouter(tags=["events"], dependencies=[Depends(capture_response)])
 POLL_SECONDS = 0.5
 KEEPALIVE_SECONDS = 15.0
 
 
-def _teams(session: Session, ctx: Ctx) -> list[str] | None:
-    if ctx.actor.role is Role.AGENT:
-        raise deny(ctx, "event.read", "events", "a human role")
-    teams = visible_teams(ctx.actor, load_parents(session, ctx.org_id))
-    return None if teams is None else sorted(teams)
-
-
 @router.get("/events", response_model=Envelope[list[EventRead]])
 def list_events(
-    request: Request, ctx: CtxDep, page: PageDep, workload_id: int | None = None,
+    request: Request, ctx: CtxDep, page: PageDep,
+    workload_id: Annotated[int | None, Query(ge=1, le=limits.MAX_INT64)] = None,
     type: Annotated[list[str] | None, Query()] = None,
-    after: Annotated[int | None, Query(description="only events with a larger id")] = None,
-) -> JSONResponse:
-    def fn(s: Session) -> Any:
-        teams = _teams(s, ctx)
-        start = page.after if page.after is not None else after
-        res = wl_repo.list_events(s, ctx.org_id, after=start, limit=page.limit,
-                                  workload_id=workload_id, types=type or (), teams=teams)
-        return [event_view(r) for r in res.items], res.next_after, res.total
+    after: Annotated[int | None, Query(ge=0, le=limits.MAX_INT64,
+                                        description="only events with a larger id")] = None,
+) -> dict[str, Any]:
+    types = filters.many_of("type", type, filters.EVENT_TYPES)
 
-    items, next_after, total = read(request, fn)
-    return envelope(request, items, next_after=next_after, total=total)
+    start = page.after if page.after is not None else after
+    res = read(request, lambda s: reads.event_page(s, ctx, after=start, limit=page.limit,
+                                                   workload_id=workload_id, types=types))
+    return envelope(request, res.items, next_after=res.next_after, total=res.total)
 
 
 @router.get("/events/stream", response_class=StreamingResponse,
@@ -64,13 +53,15 @@ async def stream_events(
     try:
         cursor = int(raw)
     except ValueError:
-        raise BadParam("Last-Event-ID", f"{raw!r} is not an event id", "an integer") from None
+        cursor = -1
+    if not 0 <= cursor <= limits.MAX_INT64:
+        raise BadParam("Last-Event-ID", f"{raw!r} is not an event id",
+                       f"an integer 0..{limits.MAX_INT64}")
     db = request.app.state.control.db
 
     def fetch(after: int) -> list[dict[str, Any]]:
         with db.read() as s:
-            teams = _teams(s, ctx)
-            return [event_view(r) for r in wl_repo.events_after(s, ctx.org_id, after, 100, teams)]
+            return reads.events_after(s, ctx, after)
 
     await run_in_threadpool(fetch, cursor)  # check permissions before the stream starts
 

@@ -5,23 +5,32 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from apportion.api.deps import BadParam, CtxDep, IdemDep, body_of, run_command
+from apportion.api.deps import (
+    BadParam,
+    CtxDep,
+    IdemDep,
+    WorkloadId,
+    body_of,
+    capture_response,
+    run_command,
+)
 from apportion.api.schemas import Envelope
 from apportion.api.schemas_agent import LogChunk, LogChunkRead
+from apportion.domain import limits
 from apportion.service import logs as svc
 
-router = APIRouter(tags=["logs"])
+router = APIRouter(tags=["logs"], dependencies=[Depends(capture_response)])
 POLL_SECONDS = 0.5
 
 
 @router.post("/agent/logs", response_model=Envelope[LogChunkRead], tags=["agent"])
-def append_log(request: Request, ctx: CtxDep, idem: IdemDep, body: LogChunk) -> JSONResponse:
+def append_log(request: Request, ctx: CtxDep, idem: IdemDep, body: LogChunk) -> dict[str, Any]:
     data = body_of(body)
     max_bytes = request.app.state.control.settings.log_max_bytes
     return run_command(request, ctx, idem, lambda s: svc.append(s, ctx, data, max_bytes),
@@ -55,10 +64,13 @@ class _Prefixer:
             responses={200: {"content": {"text/plain": {}},
                              "description": "the program's output"}})
 async def workload_logs(
-    request: Request, ctx: CtxDep, workload_id: int,
-    attempt: Annotated[int | None, Query(ge=1, description="default: the latest")] = None,
-    pod: Annotated[int | None, Query(ge=0, description="default: every pod")] = None,
-    offset: Annotated[int, Query(ge=0, description="byte offset (one pod only)")] = 0,
+    request: Request, ctx: CtxDep, workload_id: WorkloadId,
+    attempt: Annotated[int | None, Query(ge=1, le=limits.MAX_INT64,
+                                         description="default: the latest")] = None,
+    pod: Annotated[int | None, Query(ge=0, le=limits.MAX_PODS - 1,
+                                     description="default: every pod")] = None,
+    offset: Annotated[int, Query(ge=0, le=limits.MAX_INT64,
+                                 description="byte offset (one pod only)")] = 0,
     limit: Annotated[int, Query(ge=1, le=svc.MAX_READ, description="bytes per pod")
                      ] = svc.MAX_READ,
     follow: bool = False,

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Query, Request
 
+from apportion.api import filters, links
 from apportion.api.deps import (
     CtxDep,
     IdemDep,
     IfMatch,
     PageDep,
     body_of,
+    capture_response,
     envelope,
     page_of,
     parse_time,
@@ -32,76 +33,74 @@ from apportion.api.schemas import (
     TeamRead,
     TeamUpdate,
     TokenCreate,
+    TokenCreated,
     TokenRead,
 )
-from apportion.domain.errors import NotFound
 from apportion.service import org as svc
+from apportion.service import reads
 from apportion.service import tokens as tok
 from apportion.service.authz import deny, require_admin, require_reader
-from apportion.service.views import audit_view, org_view, reservation_view, token_view
-from apportion.store.repos import orgs as repo
-from apportion.store.repos import security as sec_repo
+from apportion.service.commands import Session
+from apportion.service.filters import known_pool, known_team
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(capture_response)])
 
 
 # -- organizations --------------------------------------------------------------------
 @router.get("/organizations/current", response_model=Envelope[OrgRead], tags=["organizations"])
-def get_current_org(request: Request, ctx: CtxDep) -> JSONResponse:
-    return envelope(request, read(request, lambda s: org_view(repo.get_org(s, ctx.org_id))))
+def get_current_org(request: Request, ctx: CtxDep) -> dict[str, Any]:
+    return envelope(request, read(request, lambda s: reads.current_org(s, ctx)))
 
 
 @router.patch("/organizations/current", response_model=Envelope[OrgRead],
               tags=["organizations"])
 def patch_current_org(
     request: Request, ctx: CtxDep, body: OrgUpdate, if_match: IfMatch = None
-) -> JSONResponse:
+) -> dict[str, Any]:
     data = body_of(body, if_match)
     return command(request, ctx, None, lambda s: svc.patch_org(s, ctx, data), poke=False)
 
 
 @router.get("/organizations", response_model=Envelope[list[OrgRead]], tags=["organizations"])
-def list_orgs(request: Request, ctx: CtxDep, page: PageDep) -> JSONResponse:
+def list_orgs(request: Request, ctx: CtxDep, page: PageDep) -> dict[str, Any]:
     require_admin(ctx, "organization.list", "organizations")
     if not ctx.actor.is_system_org:
         raise deny(ctx, "organization.list", "organizations",
                    "org_admin of the bootstrap organization")
-    data = read(request, lambda s: [org_view(o) for o in repo.list_orgs(s)])
+    data = read(request, reads.org_views)
     return page_of(request, data, page)
 
 
 @router.post("/organizations", status_code=201, response_model=Envelope[OrgCreated],
              tags=["organizations"])
-def create_org(request: Request, ctx: CtxDep, idem: IdemDep, body: OrgCreate) -> JSONResponse:
+def create_org(request: Request, ctx: CtxDep, idem: IdemDep, body: OrgCreate) -> dict[str, Any]:
     data = body_of(body)
     return command(request, ctx, idem, lambda s: tok.new_org(s, ctx, data), status=201)
 
 
 # -- tokens -------------------------------------------------------------------------------
-@router.post("/tokens", status_code=201, response_model=Envelope[TokenRead], tags=["tokens"])
-def create_token(request: Request, ctx: CtxDep, idem: IdemDep, body: TokenCreate) -> JSONResponse:
+@router.post("/tokens", status_code=201, response_model=Envelope[TokenCreated],
+             tags=["tokens"])
+def create_token(request: Request, ctx: CtxDep, idem: IdemDep, body: TokenCreate) -> dict[str, Any]:
     data = body_of(body)
     return command(request, ctx, idem, lambda s: tok.create_token(s, ctx, data), status=201,
                    poke=False)
 
 
 @router.get("/tokens", response_model=Envelope[list[TokenRead]], tags=["tokens"])
-def list_tokens(request: Request, ctx: CtxDep, page: PageDep) -> JSONResponse:
+def list_tokens(request: Request, ctx: CtxDep, page: PageDep) -> dict[str, Any]:
     require_admin(ctx, "token.list", "tokens")
-    data = read(request, lambda s: [token_view(t) for t in sec_repo.list_tokens(s, ctx.org_id)])
+    data = read(request, lambda s: reads.token_views(s, ctx))
     return page_of(request, data, page)
 
 
 @router.get("/tokens/self", response_model=Envelope[TokenRead], tags=["tokens"])
-def token_self(request: Request, ctx: CtxDep) -> JSONResponse:
-    row = read(request, lambda s: sec_repo.get_token(s, ctx.actor.token_id))
-    if row is None:
-        raise NotFound("token", ctx.actor.token_id)
-    return envelope(request, token_view(row))
+def token_self(request: Request, ctx: CtxDep) -> dict[str, Any]:
+    return envelope(request, read(request, lambda s: reads.own_token(s, ctx)))
 
 
 @router.delete("/tokens/{token_id}", response_model=Envelope[TokenRead], tags=["tokens"])
-def revoke_token(request: Request, ctx: CtxDep, token_id: str) -> JSONResponse:
+def revoke_token(request: Request, ctx: CtxDep, token_id: str) -> dict[str, Any]:
     response = command(request, ctx, None, lambda s: tok.revoke_token(s, ctx, token_id),
                        poke=False)
     request.app.state.control.tokens.forget(token_id)
@@ -112,22 +111,28 @@ def revoke_token(request: Request, ctx: CtxDep, token_id: str) -> JSONResponse:
 @router.get("/teams", response_model=Envelope[list[TeamRead]], tags=["teams"])
 def list_teams(
     request: Request, ctx: CtxDep, page: PageDep, parent: str | None = None
-) -> JSONResponse:
+) -> dict[str, Any]:
     require_reader(ctx, "team.read", "teams")
-    data = read(request, lambda s: svc.team_views(s, ctx.org_id))
+
+    def fn(s: Session) -> Any:
+        known_team(s, ctx.org_id, parent)
+        return svc.team_views(s, ctx.org_id)
+
+    data = read(request, fn)
     if parent is not None:
         data = [t for t in data if t["parent"] == parent]
     return page_of(request, data, page)
 
 
 @router.get("/teams/{slug}", response_model=Envelope[TeamRead], tags=["teams"])
-def get_team(request: Request, ctx: CtxDep, slug: str) -> JSONResponse:
+def get_team(request: Request, ctx: CtxDep, slug: str) -> dict[str, Any]:
     require_reader(ctx, "team.read", f"team/{slug}")
     return envelope(request, read(request, lambda s: svc.team_detail(s, ctx.org_id, slug)))
 
 
-@router.post("/teams", status_code=201, response_model=Envelope[TeamRead], tags=["teams"])
-def create_team(request: Request, ctx: CtxDep, idem: IdemDep, body: TeamCreate) -> JSONResponse:
+@router.post("/teams", status_code=201, response_model=Envelope[TeamRead], tags=["teams"],
+             responses={201: {"description": "the team", "links": links.TEAM_CREATED}})
+def create_team(request: Request, ctx: CtxDep, idem: IdemDep, body: TeamCreate) -> dict[str, Any]:
     data = body_of(body)
     return command(request, ctx, idem, lambda s: svc.create_team(s, ctx, data), status=201)
 
@@ -135,14 +140,14 @@ def create_team(request: Request, ctx: CtxDep, idem: IdemDep, body: TeamCreate) 
 @router.patch("/teams/{slug}", response_model=Envelope[TeamRead], tags=["teams"])
 def update_team(
     request: Request, ctx: CtxDep, slug: str, body: TeamUpdate, if_match: IfMatch = None
-) -> JSONResponse:
+) -> dict[str, Any]:
     data = body_of(body, if_match)
     return command(request, ctx, None, lambda s: svc.update_team(s, ctx, slug, data))
 
 
 @router.delete("/teams/{slug}", response_model=Envelope[TeamRead], tags=["teams"])
 def delete_team(request: Request, ctx: CtxDep, slug: str, if_match: IfMatch = None
-                ) -> JSONResponse:
+                ) -> dict[str, Any]:
     return command(request, ctx, None, lambda s: svc.delete_team(s, ctx, slug, if_match))
 
 
@@ -151,19 +156,25 @@ def delete_team(request: Request, ctx: CtxDep, slug: str, if_match: IfMatch = No
             tags=["reservations"])
 def list_reservations(
     request: Request, ctx: CtxDep, page: PageDep, team: str | None = None, pool: str | None = None
-) -> JSONResponse:
+) -> dict[str, Any]:
     require_reader(ctx, "reservation.read", "reservations")
-    data = read(request, lambda s: [reservation_view(r) for r in
-                                    repo.list_reservations(s, ctx.org_id, team, pool)])
+
+    def fn(s: Session) -> Any:
+        known_team(s, ctx.org_id, team)
+        known_pool(s, ctx.org_id, pool)
+        return reads.reservation_views(s, ctx, team, pool)
+
+    data = read(request, fn)
     return page_of(request, data, page)
 
 
 @router.put("/reservations/{team}/{pool}", response_model=Envelope[ReservationRead],
-            tags=["reservations"])
+            tags=["reservations"],
+            responses={200: {"description": "the reservation", "links": links.RESERVATION_SET}})
 def set_reservation(
     request: Request, ctx: CtxDep, team: str, pool: str, body: ReservationSet,
     if_match: IfMatch = None,
-) -> JSONResponse:
+) -> dict[str, Any]:
     data = body_of(body, if_match)
     return command(request, ctx, None, lambda s: svc.set_reservation(s, ctx, team, pool, data))
 
@@ -172,7 +183,7 @@ def set_reservation(
                tags=["reservations"])
 def delete_reservation(
     request: Request, ctx: CtxDep, team: str, pool: str, if_match: IfMatch = None
-) -> JSONResponse:
+) -> dict[str, Any]:
     return command(request, ctx, None,
                    lambda s: svc.delete_reservation(s, ctx, team, pool, if_match))
 
@@ -184,11 +195,11 @@ def list_audit(
     action: str | None = None, outcome: str | None = None,
     after: Annotated[str | None, Query(description="RFC 3339 or epoch seconds")] = None,
     before: Annotated[str | None, Query(description="RFC 3339 or epoch seconds")] = None,
-) -> JSONResponse:
+) -> dict[str, Any]:
     require_admin(ctx, "audit.read", "audit")
+    filters.one_of("outcome", outcome, filters.OUTCOMES)
     since, until = parse_time(after, "after"), parse_time(before, "before")
-    res = read(request, lambda s: sec_repo.list_audit(
-        s, ctx.org_id, after=page.after, limit=page.limit, actor=actor, action=action,
+    res = read(request, lambda s: reads.audit_page(
+        s, ctx, after=page.after, limit=page.limit, actor=actor, action=action,
         outcome=outcome, since=since, until=until))
-    return envelope(request, [audit_view(r) for r in res.items], next_after=res.next_after,
-                    total=res.total)
+    return envelope(request, res.items, next_after=res.next_after, total=res.total)

@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy import text
 
+from apportion.service import reads
 from apportion.service.views import iso
 
 router = APIRouter(tags=["system"])
@@ -19,7 +19,7 @@ def healthz(request: Request) -> JSONResponse:
     status: dict[str, Any] = {"status": "ok", "database": "ok"}
     try:
         with cp.db.read() as s:
-            s.execute(text("SELECT 1"))
+            reads.database_ok(s)
     except Exception as exc:
         status.update(status="degraded", database=f"error: {type(exc).__name__}")
     status["scheduler"] = {"leader": cp.loop.is_leader,

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Query, Request
 
+from apportion.api import filters, links
 from apportion.api.deps import (
     CtxDep,
     IdemDep,
+    IfMatch,
     PageDep,
-    body_of,
+    WorkloadId,
+    capture_response,
     envelope,
     parse_time,
     read,
@@ -28,19 +30,19 @@ from apportion.api.schemas import (
 )
 from apportion.service import dryrun
 from apportion.service import workloads as svc
-from apportion.service.commands import Result, execute
+from apportion.service.commands import Result, Session, execute
+from apportion.service.filters import known_pool, known_team
 from apportion.service.views import workload_view
-from apportion.store.repos.workloads import WorkloadFilter
 
-router = APIRouter(tags=["workloads"])
-STATUSES = ("Pending", "Queued", "Starting", "Running", "Completed", "Failed", "Preempted",
-            "Cancelled")
+router = APIRouter(tags=["workloads"], dependencies=[Depends(capture_response)])
 
 
-@router.post("/workloads", status_code=201, response_model=Envelope[WorkloadRead])
-def submit(request: Request, ctx: CtxDep, idem: IdemDep, body: WorkloadCreate) -> JSONResponse:
-    data = body_of(body)
-    return run_command(request, ctx, idem, lambda s: svc.submit(s, ctx, data), status=201)
+@router.post("/workloads", status_code=201, response_model=Envelope[WorkloadRead],
+             responses={201: {"description": "the workload, Pending",
+                              "links": links.WORKLOAD_SUBMITTED}})
+def submit(request: Request, ctx: CtxDep, idem: IdemDep, body: WorkloadCreate) -> dict[str, Any]:
+    spec = body.to_spec()
+    return run_command(request, ctx, idem, lambda s: svc.submit(s, ctx, spec), status=201)
 
 
 @router.get("/workloads", response_model=Envelope[list[WorkloadRead]])
@@ -54,59 +56,57 @@ def list_workloads(
     submitted_after: Annotated[str | None, Query(description="RFC 3339 or epoch")] = None,
     submitted_before: Annotated[str | None, Query(description="RFC 3339 or epoch")] = None,
     name: str | None = None,
-) -> JSONResponse:
-    statuses = [s.strip() for v in (status or []) for s in v.split(",") if s.strip()]
-    from apportion.api.deps import BadParam
-
-    for s_ in statuses:
-        if s_ not in STATUSES:
-            raise BadParam("status", f"{s_!r} is not a status", ", ".join(STATUSES))
-    if class_ is not None and class_ not in ("reserved", "elastic"):
-        raise BadParam("class", f"{class_!r} is not a class", "reserved, elastic")
-    f = WorkloadFilter(
+) -> dict[str, Any]:
+    statuses = filters.many_of("status", status, filters.STATUSES)
+    filters.one_of("class", class_, filters.CLASSES)
+    f = svc.WorkloadFilter(
         statuses=statuses, wclass=class_, pool=pool, submitted_by=submitted_by,
         submitted_after=parse_time(submitted_after, "submitted_after"),
         submitted_before=parse_time(submitted_before, "submitted_before"), name=name,
     )
-    res = read(request, lambda s: svc.list_(s, ctx, f, team, page.after, page.limit))
+
+    def fn(s: Session) -> Any:
+        known_team(s, ctx.org_id, team)
+        known_pool(s, ctx.org_id, pool)
+        return svc.list_(s, ctx, f, team, page.after, page.limit)
+
+    res = read(request, fn)
     return envelope(request, res.items, next_after=res.next_after, total=res.total)
 
 
 @router.post("/workloads/dry-run", response_model=Envelope[DryRunRead])
-def dry_run(request: Request, ctx: CtxDep, idem: IdemDep, body: WorkloadCreate) -> JSONResponse:
-    data = body_of(body)
+def dry_run(request: Request, ctx: CtxDep, idem: IdemDep, body: WorkloadCreate) -> dict[str, Any]:
+    spec = body.to_spec()
     if idem is None:
-        return envelope(request, read(request, lambda s: dryrun.dry_run(s, ctx, data)))
+        return envelope(request, read(request, lambda s: dryrun.dry_run(s, ctx, spec)))
     cp = request.app.state.control
-    result = execute(cp.db, ctx, idem, lambda s: Result(200, dryrun.dry_run(s, ctx, data)))
+    result = execute(cp.db, ctx, idem, lambda s: Result(200, dryrun.dry_run(s, ctx, spec)))
     return envelope(request, result.data, replayed=result.replayed)
 
 
 @router.get("/workloads/{workload_id}", response_model=Envelope[WorkloadRead])
-def get_workload(request: Request, ctx: CtxDep, workload_id: int) -> JSONResponse:
+def get_workload(request: Request, ctx: CtxDep, workload_id: WorkloadId) -> dict[str, Any]:
     return envelope(request, read(request, lambda s: workload_view(svc.get(s, ctx, workload_id))))
 
 
 @router.post("/workloads/{workload_id}/cancel", response_model=Envelope[WorkloadRead])
 def cancel(
-    request: Request, ctx: CtxDep, idem: IdemDep, workload_id: int,
-    body: CancelBody | None = None,
-) -> JSONResponse:
-    version = body.version if body else None
+    request: Request, ctx: CtxDep, idem: IdemDep, workload_id: WorkloadId,
+    body: CancelBody | None = None, if_match: IfMatch = None,
+) -> dict[str, Any]:
+    version = body.version if body and body.version is not None else if_match
     message = (body.message if body else None) or ""
-    if version is None and request.headers.get("if-match"):
-        version = int(request.headers["if-match"])
     return run_command(request, ctx, idem,
                        lambda s: svc.cancel(s, ctx, workload_id, version, message))
 
 
 @router.get("/workloads/{workload_id}/events", response_model=Envelope[list[EventRead]])
-def workload_events(request: Request, ctx: CtxDep, page: PageDep, workload_id: int
-                    ) -> JSONResponse:
+def workload_events(request: Request, ctx: CtxDep, page: PageDep, workload_id: WorkloadId
+                    ) -> dict[str, Any]:
     res = read(request, lambda s: svc.events(s, ctx, workload_id, page.after, page.limit))
     return envelope(request, res.items, next_after=res.next_after, total=res.total)
 
 
 @router.get("/workloads/{workload_id}/why", response_model=Envelope[WhyRead])
-def why(request: Request, ctx: CtxDep, workload_id: int) -> JSONResponse:
+def why(request: Request, ctx: CtxDep, workload_id: WorkloadId) -> dict[str, Any]:
     return envelope(request, read(request, lambda s: svc.why(s, ctx, workload_id)))

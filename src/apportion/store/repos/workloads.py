@@ -134,11 +134,41 @@ def list_exiting(session: Session, org_id: int) -> list[ExitingRow]:
     return list(session.scalars(q))
 
 
+def end_exiting(session: Session, org_id: int, workload_id: int, attempt: int) -> int:
+    """Forget the exiting devices of one attempt (its agent saw it exit); returns
+    how many entries there were."""
+    result = session.execute(delete(ExitingRow).where(
+        ExitingRow.org_id == org_id, ExitingRow.workload_id == workload_id,
+        ExitingRow.attempt == attempt))
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 def clear_exiting(session: Session, org_id: int) -> None:
     session.execute(delete(ExitingRow).where(ExitingRow.org_id == org_id))
 
 
 # -- agent decisions ----------------------------------------------------------------
+def run_id(workload_id: int, attempt: int) -> str:
+    """The agent's name for one attempt's run: ``w42-a1``."""
+    return f"w{workload_id}-a{attempt}"
+
+
+def add_decision(
+    session: Session, org_id: int, *, kind: str, pool: str, workload_id: int, attempt: int,
+    placement: list[Any], created_at: float, exec_: dict[str, Any] | None = None,
+    reason: str | None = None, grace_seconds: int | None = None,
+    pods: list[int] | None = None,
+) -> None:
+    """The one place an instruction for a pool's agent is written: ``start`` a
+    run (with ``exec_``), ``stop`` it (with ``reason`` and ``grace_seconds``) or
+    ``shrink`` it (``pods``: the pod indices to stop)."""
+    session.add(DecisionRow(
+        org_id=org_id, pool=pool, kind=kind, workload_id=workload_id, attempt=attempt,
+        run_id=run_id(workload_id, attempt), placement=placement, exec=exec_ or {},
+        reason=reason, grace_seconds=grace_seconds, pods=pods or [], created_at=created_at,
+    ))
+
+
 def decisions_after(
     session: Session, org_id: int, pool: str, after: int, limit: int
 ) -> list[DecisionRow]:

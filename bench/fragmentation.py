@@ -162,7 +162,8 @@ def apportion_placer(nodes: list[tuple[str, int, str]], mode: str,
             types: list[str | None] = [None] if len(ms) == len(models) else list(ms)
             for t in types:
                 req = PlacementRequest(pods=1, min_pods=1, charge=a.charge if not a.whole
-                                       else 1000 * a.whole, whole_devices=a.whole, gpu_type=t)
+                                       else 1000 * a.whole, whole_devices=a.whole,
+                                       gpu_types=(t,) if t else ())
                 res = cs.place(req)
                 if res.ok:
                     key = tightness(res.pods, a)

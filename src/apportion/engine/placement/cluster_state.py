@@ -246,7 +246,7 @@ class ClusterState:
         ``req.owner`` (see :meth:`place_and_occupy`)."""
         _check_request(req)
         book = self._book
-        fkey = book.filter_key(req.gpu_type, req.node_selector)
+        fkey = book.filter_key(req.gpu_types, req.node_selector)
         base = () if domain is None else (domain,)
         if fkey is None:
             never = never_result(book, req, None, base)
@@ -305,7 +305,7 @@ class ClusterState:
         if (topo is not None and topo.mode is TopologyMode.REQUIRED
                 and topo.level not in dict(constraints)):
             raise ValueError("a required-topology request is probed one domain at a time")
-        fkey = book.filter_key(req.gpu_type, req.node_selector)
+        fkey = book.filter_key(req.gpu_types, req.node_selector)
         fitting = 0
         if fkey is not None:
             token = book.mark()
@@ -323,7 +323,7 @@ class ClusterState:
         ``req``; else NO_NODE_FITS or TOPOLOGY_UNSATISFIABLE with a message."""
         _check_request(req)
         book = self._book
-        return never_result(book, req, book.filter_key(req.gpu_type, req.node_selector), ())
+        return never_result(book, req, book.filter_key(req.gpu_types, req.node_selector), ())
 
     def domains(self, level: str) -> tuple[str, ...]:
         """Sorted values of label ``level`` among the pool's nodes (any state)."""

@@ -31,8 +31,8 @@ from apportion.domain.workload import Placement
 from apportion.engine.placement.scope_index import FULL, ScopeIndex
 from apportion.engine.placement.types import Owner
 
-#: A node filter: (gpu type or None, sorted node-selector items).
-FilterKey = tuple[str | None, tuple[tuple[str, str], ...]]
+#: A node filter: (acceptable gpu types, () = any; sorted node-selector items).
+FilterKey = tuple[tuple[str, ...], tuple[tuple[str, str], ...]]
 #: Label constraints of a scope: sorted (label, value) pairs.
 Constraints = tuple[tuple[str, str], ...]
 #: One occupancy record: (device id, milli, is exiting).
@@ -40,7 +40,7 @@ OccRecord = tuple[int, int, bool]
 #: A claim: the placement as given, and (device id, milli) per share.
 ClaimRecord = tuple[Placement, tuple[tuple[int, int], ...]]
 
-ALL_NODES: FilterKey = (None, ())
+ALL_NODES: FilterKey = ((), ())
 _DeviceEntry = tuple[int, int, int, int]
 _OccEntry = tuple[Owner, tuple[OccRecord, ...] | None]
 _ClaimEntry = tuple[Owner, ClaimRecord | None, None]
@@ -96,10 +96,12 @@ class DeviceBook:
     def node_gpu_type(self, node: Node) -> str | None:
         return node.gpu_type if node.gpu_type is not None else self.pool.gpu_type
 
-    def filter_key(self, gpu_type: str | None, selector: Mapping[str, str]) -> FilterKey | None:
+    def filter_key(
+        self, gpu_types: tuple[str, ...], selector: Mapping[str, str]
+    ) -> FilterKey | None:
         """Canonical filter for a request: ALL_NODES if every node matches,
         None if no node does (then nothing can ever be placed)."""
-        key: FilterKey = (gpu_type, tuple(sorted(selector.items())))
+        key: FilterKey = (gpu_types, tuple(sorted(selector.items())))
         if key == ALL_NODES:
             return ALL_NODES
         if key not in self._filters:
@@ -113,8 +115,8 @@ class DeviceBook:
         return self._filters[key]
 
     def _matches(self, node: Node, fkey: FilterKey, constraints: Constraints) -> bool:
-        gpu_type, selector = fkey
-        if gpu_type is not None and self.node_gpu_type(node) != gpu_type:
+        gpu_types, selector = fkey
+        if gpu_types and self.node_gpu_type(node) not in gpu_types:
             return False
         labels = node.labels
         return all(labels.get(k) == v for k, v in selector) and all(

@@ -55,7 +55,7 @@ def never_result(
     """
     no_fit = FailureKind.NO_NODE_FITS
     if fkey is None:
-        wanted = [f"gpu_type={req.gpu_type}"] if req.gpu_type else []
+        wanted = [f"gpu_type={'|'.join(req.gpu_types)}"] if req.gpu_types else []
         wanted += [f"{k}={v}" for k, v in sorted(req.node_selector.items())]
         return PlacementResult(failure=no_fit, message=f"no node matches {', '.join(wanted)}")
     hist = book.static_hist(fkey, base)

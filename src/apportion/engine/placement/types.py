@@ -21,6 +21,7 @@ class FailureKind(enum.StrEnum):
     NO_NODE_FITS = "NO_NODE_FITS"  # never: no node could hold one pod / pool too small
     TOPOLOGY_UNSATISFIABLE = "TOPOLOGY_UNSATISFIABLE"  # never: no domain could hold it
     TOPOLOGY_WAITING = "TOPOLOGY_WAITING"  # a domain could, none has room now
+    HOST_RESOURCES = "HOST_RESOURCES"  # GPUs are free where it could go; CPU/memory is not
     FRAGMENTED = "FRAGMENTED"  # enough free in total, not where the pods need it
     GANG_WAITING = "GANG_WAITING"  # >= 1 but fewer than min_pods pods fit now
     WAITING_FOR_CAPACITY = "WAITING_FOR_CAPACITY"  # not enough free capacity

@@ -44,9 +44,11 @@ class WorkingState(WorkingDemand):
         self.tree: OrgTree = snapshot.tree
         self.workloads: dict[int, WorkloadState] = {w.id: w for w in snapshot.workloads}
         self.pools: dict[str, PoolState] = {}
+        hosts = {w.id: (w.spec.cpu_milli, w.spec.memory_mib) for w in snapshot.workloads
+                 if w.spec.cpu_milli or w.spec.memory_mib}
         for name in sorted(snapshot.pools):
             nodes = snapshot.pool_nodes(name)
-            cluster = ClusterState(snapshot.pools[name], nodes)
+            cluster = ClusterState(snapshot.pools[name], nodes, hosts=hosts)
             labels = {n.name: n.labels for n in nodes}
             self.pools[name] = PoolState(
                 snapshot.pools[name], Ledger(self.tree, name), cluster, cluster.capacity,

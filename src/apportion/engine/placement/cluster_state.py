@@ -20,15 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from apportion.domain.cluster import Node, Pool, pool_capacity
+from apportion.domain.cluster import Node, Packing, Pool, pool_capacity
 from apportion.domain.workload import Placement, TopologyMode
 from apportion.engine.placement.device_book import ALL_NODES, DeviceBook, OccRecord
 from apportion.engine.placement.feasibility import never_result
 from apportion.engine.placement.fit_probe import FitProbe
+from apportion.engine.placement.fragmentation import Fragmentation
 from apportion.engine.placement.host_book import NO_HOST, Host
 from apportion.engine.placement.host_fit import fit_count, host_of
 from apportion.engine.placement.packing import pack
 from apportion.engine.placement.scope_index import FULL
+from apportion.engine.placement.shapes import ShapeMix
 from apportion.engine.placement.topology import Choice, choose
 from apportion.engine.placement.types import (
     Counters,
@@ -43,23 +45,38 @@ class ClusterState:
     """Devices of one pool: occupancy, claims, placement queries and trials."""
 
     def __init__(
-        self, pool: Pool, nodes: Iterable[Node], *, hosts: Mapping[int, Host] | None = None
+        self, pool: Pool, nodes: Iterable[Node], *, hosts: Mapping[int, Host] | None = None,
+        mix: ShapeMix | None = None,
     ) -> None:
         """Index ``nodes`` (of ``pool``, any state; ValueError for another pool's
         node or a duplicate). Scopes for the pool's topology levels are built now;
         other levels and filters on first use. ``hosts`` gives each workload id's
         per-pod host request (milli-CPU, MiB) for :meth:`occupy` and :meth:`claim`
-        (default: none)."""
+        (default: none). ``mix`` is the pod shapes the pool typically runs:
+        with ``packing: fragmentation`` pods go where fragmentation against it
+        grows least; without a mix (or with ``best_fit``) they pack best fit."""
         node_list = list(nodes)
         self.pool = pool
         self.hosts: Mapping[int, Host] = hosts or {}
         self.counters = Counters()
         self.capacity: int = pool_capacity(node_list)
         self._book = DeviceBook(pool, node_list)
+        self.set_mix(mix)
         self._book.scope(ALL_NODES)
         for level in pool.topology:
             for value in self._book.domain_values(ALL_NODES, (), level):
                 self._book.scope(ALL_NODES, ((level, value),))
+
+    def set_mix(self, mix: ShapeMix | None) -> None:
+        """The pod shapes to measure fragmentation against from now on (a
+        ``fragmentation`` pool packs best fit while it has none)."""
+        book = self._book
+        if not mix or self.pool.packing is not Packing.FRAGMENTATION:
+            book.frag, book.changed_nodes = None, None
+        elif book.frag is None:
+            book.frag = Fragmentation(book, mix)
+        else:
+            book.frag.set_mix(mix)
 
     # -- occupancy ------------------------------------------------------------
     def host_for(self, owner: Owner) -> Host:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apportion.domain.cluster import Node, NodeState, Pool
 from apportion.domain.workload import Placement
@@ -41,6 +41,9 @@ Constraints = tuple[tuple[str, str], ...]
 OccRecord = tuple[int, int, bool]
 #: A claim: the placement as given, and (device id, milli) per share.
 ClaimRecord = tuple[Placement, tuple[tuple[int, int], ...]]
+
+if TYPE_CHECKING:
+    from apportion.engine.placement.fragmentation import Fragmentation
 
 ALL_NODES: FilterKey = ((), ())
 _DeviceEntry = tuple[int, int, int, int]
@@ -97,8 +100,12 @@ class DeviceBook:
         self._log: list[_LogEntry] = []
         self._log_base = 0
         self._marks: list[int] = []
-        #: Nodes whose state changed since the last flush (for listeners).
+        #: Nodes whose state changed since the fragmentation index last looked
+        #: (None: nobody is looking).
         self.changed_nodes: set[int] | None = None
+        #: The packing policy's picker when it is ``fragmentation`` (see
+        #: ClusterState); None packs best fit.
+        self.frag: Fragmentation | None = None
         self.host = HostBook(self.nodes, self._log, self._is_logging, self._node_changed)
 
     def _is_logging(self) -> bool:
@@ -295,6 +302,8 @@ class DeviceBook:
         if self._marks:
             raise ValueError("cannot re-index while a checkpoint is held")
         self._dirty.clear()
+        if self.changed_nodes is not None:
+            self.changed_nodes.update(range(len(self.nodes)))
         for g in range(len(self.avail)):
             ready = self.is_ready[self.dev_node[g]]
             self.avail[g] = (

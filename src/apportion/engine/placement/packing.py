@@ -21,6 +21,8 @@ def pick_devices(
     book: DeviceBook, scope: ScopeIndex, req: PlacementRequest
 ) -> list[tuple[int, int]] | None:
     """(device id, milli) for the next pod of ``req`` in ``scope``, or None."""
+    if book.frag is not None:
+        return book.frag.pick(scope, req)
     if binds(book, req):
         return pick_host(book, scope, req)
     if req.whole_devices:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from apportion.client import ApportionClient
-from tests.cli.conftest import Org
+from tests.cli.conftest import Org, wait_for
 
 
 def _gpu_pool(org: Org) -> ApportionClient:
@@ -119,3 +119,35 @@ def test_pools_show_and_nodes_list_show_host_resources_in_use_per_node(org: Org)
         ("8.5", "33280")
     node = org.admin.get_node("v1")
     assert (node["cpu_in_use"], node["memory_mib_in_use"]) == (8.5, 33280)
+
+
+def test_dry_run_with_a_type_list_says_where_it_would_go(org: Org) -> None:
+    _gpu_pool(org)
+    out = org.ok("submit", "try", "--team", "nlp", "--gpus", "1", "--gpu-type",
+                 "a100,v100-32g", "--cpu", "8", "--memory", "64Gi", "--dry-run")
+    assert "pool:       gpu" in out and "starts now: yes" in out
+    out = org.ok("submit", "try", "--team", "nlp", "--gpus", "1", "--gpu-type",
+                 "a100,b200", "--dry-run")
+    assert "starts now: no, NO_ELIGIBLE_POOL" in out
+    assert org.admin.list_workloads().items == []  # a dry run stores nothing
+
+
+def test_work_that_waits_for_cpu_says_host_resources_and_pools_show_says_why(
+    org: Org
+) -> None:
+    _gpu_pool(org)
+    org.ok("submit", "hog", "--team", "nlp", "--gpus", "1", "--gpu-type", "v100-32g",
+           "--cpu", "32")
+    org.wait_status(_workload(org, "hog")["id"], "Starting", "Running")
+    org.ok("submit", "next", "--team", "nlp", "--gpus", "1", "--gpu-type", "v100-32g",
+           "--cpu", "8")
+    wid = _workload(org, "next")["id"]
+    waiting = wait_for(lambda: (w := org.admin.get_workload(wid))["reason"] and w, 10,
+                       "a reason")
+    assert waiting["reason"]["code"] == "HOST_RESOURCES", waiting["reason"]
+    assert _row(org.ok("workloads", "list"), "next")["REASON"] == "HOST_RESOURCES"
+    assert "reason: HOST_RESOURCES: " in org.ok("workloads", "why", "next")
+    assert "reason:     HOST_RESOURCES: " in org.ok("workloads", "show", "next")
+    show = org.ok("pools", "show", "gpu").splitlines()
+    v1 = _row("\n".join(show[1:]), "v1")
+    assert (v1["CPU"], v1["CPU-USED"]) == ("32", "32")

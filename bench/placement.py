@@ -24,7 +24,6 @@ import json
 import random
 import statistics
 import time
-
 from dataclasses import replace
 
 from apportion.domain.cluster import Node, Packing, Pool

@@ -47,12 +47,13 @@ def test_the_worked_example_keeps_the_cpu_rich_node_for_cpu_heavy_shares() -> No
 
 
 def test_scores_are_fgds_logistic_steps_in_integers() -> None:
-    thresholds = score_thresholds(4)
-    def score(delta: int) -> int:
-        return sum(1 for t in thresholds if delta <= t)
-    assert score(-1000) == 56  # int(100 * sigmoid(0.25))
-    assert score(0) == 50
-    assert score(4 * 1000 * 10) == 0
+    def score(delta: int, levels: int) -> int:
+        return sum(1 for t in score_thresholds(4, levels) if delta <= t)
+    assert score(-1000, 100) == 56  # FGD's int(100 * sigmoid(0.25))
+    assert score(0, 100) == 50
+    assert score(-1000, 50) == 28  # apportion's default: int(50 * sigmoid(0.25))
+    assert score(-999, 50) == 28 and score(-1, 50) == 25 and score(0, 50) == 25
+    assert score(4 * 1000 * 10, 50) == 0
 
 
 def test_typical_shapes_cover_95_percent_of_pods_and_set_memory_aside() -> None:

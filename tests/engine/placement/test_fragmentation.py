@@ -47,12 +47,13 @@ def test_the_worked_example_keeps_the_cpu_rich_node_for_cpu_heavy_shares() -> No
 
 
 def test_scores_are_fgds_logistic_steps_in_integers() -> None:
-    thresholds = score_thresholds(4)
-    def score(delta: int) -> int:
-        return sum(1 for t in thresholds if delta <= t)
-    assert score(-1000) == 56  # int(100 * sigmoid(0.25))
-    assert score(0) == 50
-    assert score(4 * 1000 * 10) == 0
+    def score(delta: int, levels: int) -> int:
+        return sum(1 for t in score_thresholds(4, levels) if delta <= t)
+    assert score(-1000, 100) == 56  # FGD's int(100 * sigmoid(0.25))
+    assert score(0, 100) == 50
+    assert score(-1000, 50) == 28  # apportion's default: int(50 * sigmoid(0.25))
+    assert score(-999, 50) == 28 and score(-1, 50) == 25 and score(0, 50) == 25
+    assert score(4 * 1000 * 10, 50) == 0
 
 
 def test_typical_shapes_cover_95_percent_of_pods_and_set_memory_aside() -> None:
@@ -108,8 +109,9 @@ def nonzero(gaps: dict[str | None, dict[int, int]]) -> dict[str | None, dict[int
     return {k: v for k, v in out.items() if v}
 
 
-def replay(nodes: list[Node], mix: ShapeMix, reqs: list[PlacementRequest]) -> list[object]:
-    cs = ClusterState(pool(), nodes, mix=mix)
+def replay(nodes: list[Node], mix: ShapeMix, reqs: list[PlacementRequest],
+           packing: Packing = Packing.FRAGMENTATION) -> list[object]:
+    cs = ClusterState(pool(packing), nodes, mix=mix)
     out: list[object] = []
     gpu: dict[tuple[str, int], int] = {}
     cpu: dict[str, int] = {}
@@ -160,3 +162,14 @@ def test_fragmentation_packing_never_overfills_and_is_deterministic(
 ) -> None:
     nodes, mix, reqs = world
     assert replay(nodes, mix, reqs) == replay(nodes, mix, reqs)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(worlds())
+def test_best_fit_with_host_resources_never_overfills(
+    world: tuple[list[Node], ShapeMix, list[PlacementRequest]],
+) -> None:
+    nodes, mix, reqs = world
+    assert replay(nodes, mix, reqs, Packing.BEST_FIT) == replay(nodes, mix, reqs,
+                                                                 Packing.BEST_FIT)

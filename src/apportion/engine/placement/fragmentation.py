@@ -177,45 +177,43 @@ class Fragmentation:
         cache = self._options.get(key)
         if cache is None:
             cache = self._options[key] = {}
-        top = 1
-        tied: list[tuple[Option, int, int]] = []  # the best score's options
+        share = req.whole_devices == 0 and req.charge > 0
+        states, frag_of, score = self.states, self.frag_of, self._score
+        best: tuple[int, int, int] | None = None
+        best_option: Option | None = None
+        dss: dict[tuple[str | None, int], int] = {}
         for sid, ranks in groups.items():
             if sid in cache:
                 option = cache[sid]
             else:
-                option = cache[sid] = self._score(self.states[sid], self.frag_of[sid], req)
+                option = cache[sid] = score(states[sid], frag_of[sid], req)
                 self.states_scored += 1
-            if option is None or option[0] > top:
+            if option is None or (best is not None and option[0] > best[0]):
                 continue
-            if option[0] < top:
-                top, tied = option[0], []
-            tied.append((option, ranks[0], sid))
-        if not tied:
+            tie = 0
+            if share:
+                where = (states[sid][0], option[3])
+                if where in dss:
+                    tie = dss[where]
+                else:
+                    tie = dss[where] = self._gap_change(where[0], where[1], req.charge)
+            order = (option[0], tie, ranks[0])
+            if best is None or order < best:
+                best, best_option = order, option
+        if best is None or best_option is None:
             return None
-        option, rank = self._break_tie(tied, req)
-        return rank, self._devices(rank, option, req)
+        return best[2], self._devices(best[2], best_option, req)
 
-    def _break_tie(
-        self, tied: list[tuple[Option, int, int]], req: PlacementRequest
-    ) -> tuple[Option, int]:
-        """Among equally scored nodes: for a share, the device whose gap the
-        pool has fewest of after the pod (sum of squares, below), then the node
-        name; for other pods the node name."""
-        if len(tied) == 1 or req.whole_devices or req.charge == 0:
-            option, rank, _ = min(tied, key=lambda t: t[1])
-            return option, rank
-        charge, best, best_key = req.charge, tied[0], None
-        for item in tied:
-            option, rank, sid = item
-            gaps = self.gaps.get(self.states[sid][0], {})
-            before = option[3]
-            after = before - charge
-            grow = 2 * gaps.get(after, 0) + 1 if after > 0 else 0
-            shrink = 2 * gaps.get(before, 0) - 1 if before < FULL else 0
-            key = (grow - shrink, rank)
-            if best_key is None or key < best_key:
-                best, best_key = item, key
-        return best[0], best[1]
+    def _gap_change(self, gpu_type: str | None, before: int, charge: int) -> int:
+        """Among equally scored nodes (see the module doc): the change in
+        Σ N(g)² of the type's gap counts when a share of ``charge`` goes on a
+        device with ``before`` free (Sum-of-Squares): the gap it leaves
+        becomes more common, the one it fills rarer."""
+        gaps = self.gaps.get(gpu_type, {})
+        after = before - charge
+        grow = 2 * gaps.get(after, 0) + 1 if after > 0 else 0
+        shrink = 2 * gaps.get(before, 0) - 1 if before < FULL else 0
+        return grow - shrink
 
     def _score(self, state: State, before: int, req: PlacementRequest) -> Option | None:
         """The best option for one more pod of ``req`` on a node in ``state``
@@ -281,7 +279,7 @@ class Fragmentation:
 #: percent) of the mix's pods, as FGD measures against (its ``typical pods``).
 TYPICAL_COVER_PCT = 95
 #: Score levels: ΔF maps to one of this many steps of the logistic curve.
-SCORE_LEVELS = 100
+SCORE_LEVELS = 50
 
 
 def typical(mix: ShapeMix) -> tuple[tuple[PodShape, int], ...]:

@@ -103,7 +103,7 @@ class Cluster:
 
     def agent(self, executor: Executor, pool: str = "main",
               options: AgentOptions = FAST, clock: Clock = SYSTEM_CLOCK) -> AgentThread:
-        api = ApportionClient(self.server.url, self.agent_token, timeout=5.0)
+        api = ApportionClient(self.server.url, self.agent_token, timeout=30.0)
         state = StateFile(self.tmp / f"agent-{pool}.json")
         thread = AgentThread(Agent(api, executor, state, pool, options, clock=clock)).start()
         self.agents.append(thread)
@@ -131,7 +131,9 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     and production, and an agent token for ``main``. No agent runs yet."""
     server = LiveServer(tmp_path / "apportion.db")
     server.start()
-    admin = ApportionClient(server.url, ADMIN_TOKEN, timeout=5.0)
+    # request timeouts of 30 s: a loaded machine (parallel workers, other runs) answered
+    # a plain POST in more than 5 s; a dead server still fails at once (refused)
+    admin = ApportionClient(server.url, ADMIN_TOKEN, timeout=30.0)
     admin.create_pool("main", preemption_grace=1)
     token = admin.create_token("agent-main", "agent", pool="main")["token"]
     admin.create_team("research")

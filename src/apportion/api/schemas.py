@@ -144,6 +144,25 @@ GpuTypes = Annotated[
 ]
 
 
+def _nul_path(data: Any) -> list[str | int] | None:
+    """Where the first string (or key) holding a NUL character is, or None."""
+    if isinstance(data, str):
+        return [] if "\x00" in data else None
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(key, str) and "\x00" in key:
+                return [key]
+            found = _nul_path(value)
+            if found is not None:
+                return [key, *found]
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            found = _nul_path(value)
+            if found is not None:
+                return [i, *found]
+    return None
+
+
 class Strict(BaseModel):
     """A request body: unknown fields are refused, naming the closest known one."""
 
@@ -152,6 +171,11 @@ class Strict(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _known_keys(cls, data: Any) -> Any:
+        nul = _nul_path(data)
+        if nul is not None:  # PostgreSQL cannot store it: refuse it on every backend
+            raise PydanticCustomError(
+                "nul_character", "must not contain a NUL character (\\u0000)",
+                {"path": nul, "allowed": "text without NUL (\\u0000) characters"})
         if isinstance(data, dict):
             names = {f.alias or n for n, f in cls.model_fields.items()}
             for key in data:

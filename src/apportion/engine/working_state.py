@@ -36,20 +36,21 @@ if TYPE_CHECKING:
 def pool_mixes(snapshot: Snapshot) -> dict[str, ShapeMix]:
     """Per pool, the pod shapes it runs and is asked to run (SPEC 5): every
     live workload placed, nominated or queued in the pool, or pinned to it,
-    counted by pods; a fragmentation-packed pool measures against it."""
+    and every pending one not routed yet (it may go to any pool), counted by
+    pods; a fragmentation-packed pool measures against it."""
     counts: dict[str, dict[PodShape, int]] = {}
+    packed = [p for p in snapshot.pools.values() if p.packing is Packing.FRAGMENTATION]
     for w in snapshot.workloads:
         if w.status.is_terminal:
             continue
         name = w.pool or w.spec.pool
-        pool = snapshot.pools.get(name or "")
-        if pool is None or pool.packing is not Packing.FRAGMENTATION:
-            continue
+        pools = packed if name is None else [p for p in packed if p.name == name]
         spec = w.spec
-        shape = PodShape(spec.charge(pool.gpu_memory_mib), spec.request.whole_devices,
-                         spec.cpu_milli, spec.memory_mib, spec.gpu_types)
-        per_pool = counts.setdefault(pool.name, {})
-        per_pool[shape] = per_pool.get(shape, 0) + spec.pods
+        for pool in pools:
+            shape = PodShape(spec.charge(pool.gpu_memory_mib), spec.request.whole_devices,
+                             spec.cpu_milli, spec.memory_mib, spec.gpu_types)
+            per_pool = counts.setdefault(pool.name, {})
+            per_pool[shape] = per_pool.get(shape, 0) + spec.pods
     return {name: ShapeMix.of(found.items()) for name, found in counts.items()}
 
 

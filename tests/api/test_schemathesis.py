@@ -8,6 +8,7 @@ the counts run are printed (docs/api.md records them)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -191,6 +192,8 @@ def test_the_linked_chain_keeps_the_contract(live: str) -> None:
         assert call(reservation).status_code == 200
         body = {k: v for k, v in submit_case.body.items() if k not in SUBMIT_DROPPED}
         submit_case.body = {**body, **SUBMIT_FIXED, "team": slug}
+        if "\\u0000" in json.dumps(submit_case.body):
+            return  # a NUL character is refused with a 422 (test_contract), not submitted
         submitted = call(submit_case)
         assert submitted.status_code == 201, submitted.text
         wid = submitted.json()["data"]["id"]

@@ -61,6 +61,7 @@ class Ask:
     type_ok: np.ndarray  # bool[N]
     cpu: int
     mem: int
+    key: tuple[int, ...]  # what the score depends on: (num, cpu, charge per model...)
 
 
 class Cluster:
@@ -81,12 +82,21 @@ class Cluster:
         self.gleft = self.gpus * MILLI
         self.full = self.gpus.copy()
         self.maxleft = np.full(self.n, MILLI, dtype=np.int64)
+        self._asks: dict[tuple[object, ...], Ask] = {}
 
     def ask(self, pod: PodRow, mode: str) -> Ask:
+        key = (pod.num_gpu, pod.gpu_milli, pod.cpu_milli, pod.memory_mib, pod.gpu_spec, mode)
+        got = self._asks.get(key)
+        if got is None:
+            got = self._asks[key] = self._ask(pod, mode)
+        return got
+
+    def _ask(self, pod: PodRow, mode: str) -> Ask:
         by_model = np.array([charge(pod, m, mode) for m in self.models], dtype=np.int64)
         allowed = pod.allowed
         ok = np.array([not allowed or m in allowed for m in self.models])
-        return Ask(pod.num_gpu, by_model[self.tau], ok[self.tau], pod.cpu_milli, pod.memory_mib)
+        return Ask(pod.num_gpu, by_model[self.tau], ok[self.tau], pod.cpu_milli, pod.memory_mib,
+                   (pod.num_gpu, pod.cpu_milli, *by_model.tolist()))
 
     def feasible(self, a: Ask) -> np.ndarray:
         f = a.type_ok & (self.cpu >= a.cpu) & (self.mem >= a.mem)
@@ -271,7 +281,8 @@ class FragModel:
 def sigmoid_score(delta_weighted: np.ndarray, weight: int) -> np.ndarray:
     """int64(100 * sigmoid(dF / 1000)), dF = delta_weighted / weight."""
     x = delta_weighted / weight / 1000.0
-    return np.trunc(1.0 / (1.0 + np.exp(-x)) * 100.0).astype(np.int64)
+    # (no fitting device is marked with the smallest int64: exp saturates to a 0 score)
+    return np.trunc(1.0 / (1.0 + np.exp(np.minimum(-x, 700.0))) * 100.0).astype(np.int64)
 
 
 class FGD(Policy):
@@ -281,55 +292,91 @@ class FGD(Policy):
                  model: FragModel) -> None:
         super().__init__(cluster, rank, rng)
         self.m = model
+        levels, width = model.cm.shape[1], model.cm.shape[2]
+        self.cm_flat = model.cm.reshape(-1)
+        self.whole_flat = model.whole.reshape(-1)
+        self.kidx_flat = model.kidx.reshape(-1)
+        self.row_cm = cluster.tau * levels  # + level, then * width + K
+        self.width = width
+        self.wwidth = model.whole.shape[2]
+        self.koff = cluster.tau * model.kidx.shape[1] + 1  # + free milli
         self.lv = model.level(cluster.cpu)
         self.vs = np.stack([model.usable(int(cluster.tau[i]), cluster.left[i])
                             for i in range(cluster.n)])
+        self.before = np.zeros(cluster.n, dtype=np.int64)
+        self.version = np.zeros(cluster.n, dtype=np.int64)
+        self.tick = 0
+        self.cache: dict[tuple[int, ...], tuple[np.ndarray, int]] = {}
+        for i in range(cluster.n):
+            self.after_take(i)
 
     def after_take(self, i: int) -> None:
-        c = self.c
-        self.lv[i] = self.m.level(int(c.cpu[i]))
-        self.vs[i] = self.m.usable(int(c.tau[i]), c.left[i])
+        c, m = self.c, self.m
+        tau = int(c.tau[i])
+        lv = int(m.level(int(c.cpu[i])))
+        self.lv[i] = lv
+        self.vs[i] = m.usable(tau, c.left[i])
+        self.before[i] = self.vs[i, lv] + m.whole[tau, lv, c.full[i]]
+        self.tick += 1
+        self.version[i] = self.tick
 
     def choose(self, a: Ask, idx: np.ndarray) -> tuple[int, list[int]]:
+        # Scores only change on nodes that changed: keep, per request shape, every
+        # node's score and refresh the nodes changed since.
+        got = self.cache.get(a.key)
+        if got is None:
+            best = np.empty(self.c.n, dtype=np.int64)
+            stale = np.arange(self.c.n)
+        else:
+            best, seen = got
+            stale = np.flatnonzero(self.version > seen)
+        if len(stale):
+            best[stale] = sigmoid_score(self.deltas(a, stale)[0], self.m.weight)
+        self.cache[a.key] = (best, self.tick)
+        j = pick_node(best[idx], self.rank[idx])
+        i = int(idx[j])
+        if a.num == 1:
+            delta, devices = self.deltas(a, np.array([i]))[1:]
+            score = sigmoid_score(delta, self.m.weight)
+            return i, [int(devices[int(np.argmax(score))])]
+        return i, (self.c.whole_devices(i, a.num) if a.num else [])
+
+    def deltas(self, a: Ask, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """N * dF of each node in ``idx`` (its best device for a 1-GPU pod); for a
+        1-GPU pod also every fitting device's value and index, in index order."""
         c, m = self.c, self.m
-        tau = c.tau[idx]
-        lv0 = self.lv[idx]
         lv1 = m.level(c.cpu[idx] - a.cpu)
         k0 = c.full[idx]
-        # weighted usable GPU before, and the part of "after" that does not depend on
-        # the device: N * dF = N * g - (P_before - P_after)
-        rows = np.arange(len(idx))
-        before = self.vs[idx, lv0] + m.whole[tau, lv0, k0]
-        after_base = self.vs[idx, lv1]
+        cm_row = (self.row_cm[idx] + lv1) * self.width
+        whole_row = (self.row_cm[idx] + lv1) * self.wwidth
+        # N * dF = N * g - (P_before - P_after); P_after = vs[lv1] - lost + whole[lv1, k']
+        base = self.vs[idx, lv1] - self.before[idx]
         if a.num == 1:
             x = c.left[idx]  # (n, gmax)
-            g = a.milli[idx][:, None]
-            valid = x >= g
-            xs = np.where(valid, x, 0)
-            rest = np.where(valid, x - g, 0)
-            t3 = tau[:, None]
-            l3 = lv1[:, None]
-            lost = (xs * m.cm[t3, l3, m.kidx[t3, xs + 1]]
-                    - rest * m.cm[t3, l3, m.kidx[t3, rest + 1]])
-            k1 = k0[:, None] - (xs == MILLI)
-            after = after_base[:, None] - lost + m.whole[t3, l3, k1]
-            delta = m.weight * g - (before[:, None] - after)
-            score = np.where(valid, sigmoid_score(delta, m.weight), -1)
-            best = score.max(axis=1)
-            j = pick_node(best, self.rank[idx])
-            return int(idx[j]), [int(np.argmax(score[j]))]
+            g = a.milli[idx]
+            r, d = np.nonzero(x >= g[:, None])
+            xs = x[r, d]
+            rest = xs - g[r]
+            ko = self.koff[idx][r]
+            cr = cm_row[r]
+            lost = (xs * self.cm_flat[cr + self.kidx_flat[ko + xs]]
+                    - rest * self.cm_flat[cr + self.kidx_flat[ko + rest]])
+            k1 = k0[r] - (xs == MILLI)
+            delta = m.weight * g[r] + base[r] - lost + self.whole_flat[whole_row[r] + k1]
+            # a node's best device has its highest dF (the score is monotone in it)
+            best = np.full(len(idx), np.iinfo(np.int64).min, dtype=np.int64)
+            np.maximum.at(best, r, delta)
+            return best, delta, d
         if a.num > 1:
             gtot = a.milli[idx] * a.num
-            lost = gtot * m.cm[tau, lv1, m.kidx[tau, MILLI + 1]]
-            after = after_base - lost + m.whole[tau, lv1, k0 - a.num]
+            lost = gtot * self.cm_flat[cm_row + self.kidx_flat[self.koff[idx] + MILLI]]
+            after_whole = self.whole_flat[whole_row + np.maximum(k0 - a.num, 0)]
         else:
             gtot = np.zeros(len(idx), dtype=np.int64)
-            after = after_base + m.whole[tau, lv1, k0]
-        del rows
-        delta = m.weight * gtot - (before - after)
-        score = sigmoid_score(delta, m.weight)
-        i = int(idx[pick_node(score, self.rank[idx])])
-        return i, (c.whole_devices(i, a.num) if a.num else [])
+            lost = np.zeros(len(idx), dtype=np.int64)
+            after_whole = self.whole_flat[whole_row + k0]
+        delta = m.weight * gtot + base - lost + after_whole
+        return delta, delta, np.zeros(0, dtype=np.int64)
 
 
 def make_policy(name: str, cluster: Cluster, rank: np.ndarray, rng: np.random.Generator,

@@ -39,8 +39,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fgd import baselines, engine, replay  # noqa: E402
-from fgd.trace import (  # noqa: E402
+from fgd import baselines, engine, replay
+from fgd.trace import (
     MILLI,
     MODES,
     NodeRow,

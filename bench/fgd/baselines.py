@@ -201,8 +201,8 @@ class Random(Policy):
 
     def choose(self, a: Ask, idx: np.ndarray) -> tuple[int, list[int]]:
         i = int(idx[self.rng.integers(len(idx))])
-        if a.num != 1 or a.milli[i] >= MILLI:
-            return i, self.c.whole_devices(i, max(a.num, 1) if a.num else 0)
+        if a.num != 1 or a.milli[i] >= MILLI:  # whole devices (or none): the first free
+            return i, self.c.whole_devices(i, a.num)
         fits = np.flatnonzero(self.c.left[i] >= a.milli[i])
         return i, [int(fits[self.rng.integers(len(fits))])]
 

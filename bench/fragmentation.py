@@ -232,16 +232,15 @@ def main() -> None:
             for p in policies]
     # slowest first, so that two workers finish together
     jobs.sort(key=lambda j: (j.policy not in ("fgd", *engine.POLICIES), j.mode != "exact"))
-    if args.workers > 1:
-        with mp.get_context("fork").Pool(args.workers) as pool:
-            results = pool.map(run_job, jobs, chunksize=1)
-    else:
-        results = [run_job(j) for j in jobs]
-    for r in results:
-        j = r["job"]
-        print(f"{j.trace} {j.mode:7} {j.policy:18} seed {j.seed}: unallocated at 100 % "
-              f"{r['curve'][100]:6.2f} %, failed {r['failed']:5}, {r['s']:.1f} s",
-              file=sys.stderr)
+    results = []
+    with mp.get_context("fork").Pool(max(1, args.workers)) as pool:
+        for r in pool.imap_unordered(run_job, jobs):
+            j = r["job"]
+            print(f"{j.trace} {j.mode:7} {j.policy:18} seed {j.seed}: unallocated at 100 % "
+                  f"{r['curve'][100]:6.2f} %, failed {r['failed']:5}, {r['s']:.1f} s",
+                  file=sys.stderr, flush=True)
+            results.append(r)
+    results.sort(key=lambda r: (r["job"].trace, r["job"].mode, r["job"].policy, r["job"].seed))
     print(json.dumps(summary(results, args, time.perf_counter() - t0)))
 
 

@@ -49,6 +49,7 @@ from fgd.trace import MILLI, NodeRow, PodRow, Typical, charge
 MAX_SPEC_CPU = 128000.0
 MAX_SPEC_GPU = 8000.0
 POLICIES = ("fgd", "best-fit", "dot-product", "random")
+NO_FIT = np.iinfo(np.int64).min
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,7 +365,7 @@ class FGD(Policy):
             k1 = k0[r] - (xs == MILLI)
             delta = m.weight * g[r] + base[r] - lost + self.whole_flat[whole_row[r] + k1]
             # a node's best device has its highest dF (the score is monotone in it)
-            best = np.full(len(idx), np.iinfo(np.int64).min, dtype=np.int64)
+            best = np.full(len(idx), NO_FIT, dtype=np.int64)
             np.maximum.at(best, r, delta)
             return best, delta, d
         if a.num > 1:

@@ -60,7 +60,7 @@ def devices_fit(w: World, s: WorkloadState, free: dict[str, list[int]]) -> bool:
     spec = s.spec
     pool = w.pools[s.pool or spec.pool or "main"]
     nodes = [n for n in w.nodes if n.pool == pool.name and n.name in free
-             and (spec.gpu_type is None or n.gpu_type in spec.gpu_type.split(","))
+             and (not spec.gpu_types or n.gpu_type in spec.gpu_types)
              and all(n.labels.get(k) == v for k, v in spec.node_selector.items())]
     topo = spec.topology
     if topo is not None and topo.mode is TopologyMode.REQUIRED:

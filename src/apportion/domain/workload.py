@@ -74,7 +74,8 @@ class WorkloadSpec:
     min_pods: int = 1
     gang: bool = False
     topology: Topology | None = None
-    gpu_type: str | None = None
+    #: acceptable GPU types (SPEC 3: one type or a list), sorted; () = any type
+    gpu_types: tuple[str, ...] = ()
     pool: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     requeue_on_preemption: bool = False
@@ -84,7 +85,8 @@ class WorkloadSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     duration: int | None = None
     #: host resources per pod (SPEC 1): milli-CPU and MiB; 0 = none asked for.
-    #: Parsed, validated and stored; placement does not use them yet.
+    #: Placement constraints only (SPEC 5): a pod fits a node only if its free
+    #: CPU and memory hold them; quotas stay in GPUs.
     cpu_milli: int = 0
     memory_mib: int = 0
 
@@ -204,7 +206,8 @@ def make_spec(
     )
     is_gang = _gang(gang, n_pods)
     topo = _parse_topology(topology)
-    for fname, val in (("gpu_type", gpu_type), ("pool", pool), ("image", image)):
+    types = parse_gpu_types(gpu_type)
+    for fname, val in (("pool", pool), ("image", image)):
         if val is not None and (not isinstance(val, str) or not val):
             raise ValidationError(fname, f"must be a non-empty string, got {val!r}")
     if not isinstance(requeue_on_preemption, bool):
@@ -231,7 +234,7 @@ def make_spec(
         min_pods=n_min,
         gang=is_gang,
         topology=topo,
-        gpu_type=gpu_type if isinstance(gpu_type, str) else None,
+        gpu_types=types,
         pool=pool if isinstance(pool, str) else None,
         node_selector=MappingProxyType(_str_map(node_selector, "node_selector")),
         requeue_on_preemption=requeue_on_preemption,
@@ -243,6 +246,33 @@ def make_spec(
         cpu_milli=parse_cpu(cpu, "cpu"),
         memory_mib=parse_memory_mib(memory_mib, "memory_mib"),
     )
+
+
+MAX_GPU_TYPES = 16
+ALLOWED_GPU_TYPES = f"a GPU type name, or a list of 1-{MAX_GPU_TYPES} of them"
+
+
+def parse_gpu_types(value: object) -> tuple[str, ...]:
+    """``gpu_type`` as submitted: one type name or a list of acceptable ones
+    (SPEC 3); the sorted distinct names, () for none given."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not 1 <= len(items) <= MAX_GPU_TYPES:
+        raise ValidationError("gpu_type", f"must be a type or a list of types, got {value!r}",
+                              ALLOWED_GPU_TYPES)
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise ValidationError("gpu_type", f"each type must be a non-empty string, got "
+                                  f"{item!r}", ALLOWED_GPU_TYPES)
+    return tuple(sorted(set(items)))
+
+
+def gpu_types_value(types: tuple[str, ...]) -> str | list[str] | None:
+    """``gpu_type`` as shown and stored: None, one name, or the list."""
+    if not types:
+        return None
+    return types[0] if len(types) == 1 else list(types)
 
 
 def _parse_topology(topology: object) -> Topology | None:

@@ -91,7 +91,8 @@ class Admission:
             spec = w.spec
             key = (ps.pool.name, w.team, spec.wclass, spec.priority, ps.charge(w),
                    spec.request.whole_devices, spec.pods, spec.min_pods, spec.topology,
-                   tuple(sorted(spec.node_selector.items())), spec.gpu_type)
+                   tuple(sorted(spec.node_selector.items())), spec.gpu_types,
+                   spec.cpu_milli, spec.memory_mib)
             if self._failed.get(key) == self.stmt.generation:
                 self.bump("victim_searches_skipped")
                 return None

@@ -109,6 +109,7 @@ class CycleCache:
             gone = [i for i in gone if i not in kept]
             came = [i for i in came if i not in kept]
         self._update(self._ws, snapshot, new, gone, came, kept)
+        self._ws.set_mixes(snapshot)
         return self._ws
 
     def _settle(

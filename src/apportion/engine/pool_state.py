@@ -73,7 +73,8 @@ class PoolState:
         """Could an empty pool hold ``w``'s min_pods (None) or why not (kept)."""
         req = self.request(w, w.spec.min_pods)
         shape = (req.pods, req.min_pods, req.charge, req.whole_devices, req.topology,
-                 tuple(sorted(req.node_selector.items())), req.gpu_type)
+                 tuple(sorted(req.node_selector.items())), req.gpu_types,
+                 req.cpu_milli, req.memory_mib)
         if shape not in self.ever:
             self.ever[shape] = self.cluster.can_ever_place(req)
         return self.ever[shape]
@@ -94,8 +95,10 @@ class PoolState:
             whole_devices=req.whole_devices,
             topology=req.topology,
             node_selector=req.node_selector,
-            gpu_type=req.gpu_type,
+            gpu_types=req.gpu_types,
             owner=req.owner,
+            cpu_milli=req.cpu_milli,
+            memory_mib=req.memory_mib,
         )
 
     def entitlement(self, team: str) -> Fraction:

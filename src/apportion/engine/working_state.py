@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from apportion.domain.cluster import Packing
 from apportion.domain.lifecycle import Exiting, Status, WorkloadState
 from apportion.domain.org import OrgTree
 from apportion.domain.workload import Placement
 from apportion.engine.fairshare.demand import DemandBook, DemandItem, Entitlements
 from apportion.engine.fairshare.fill import index_pool
 from apportion.engine.owners import exit_owner, owner_of, owners_of, parts_of
-from apportion.engine.placement import ClusterState, Owner
+from apportion.engine.placement import ClusterState, Owner, PodShape, ShapeMix
 from apportion.engine.pool_state import PoolState
 from apportion.engine.preemption.index import (
     NOMINATION,
@@ -32,6 +33,26 @@ if TYPE_CHECKING:
     pass
 
 
+def pool_mixes(snapshot: Snapshot) -> dict[str, ShapeMix]:
+    """Per pool, the pod shapes it runs and is asked to run (SPEC 5): every
+    live workload placed, nominated or queued in the pool, or pinned to it,
+    counted by pods; a fragmentation-packed pool measures against it."""
+    counts: dict[str, dict[PodShape, int]] = {}
+    for w in snapshot.workloads:
+        if w.status.is_terminal:
+            continue
+        name = w.pool or w.spec.pool
+        pool = snapshot.pools.get(name or "")
+        if pool is None or pool.packing is not Packing.FRAGMENTATION:
+            continue
+        spec = w.spec
+        shape = PodShape(spec.charge(pool.gpu_memory_mib), spec.request.whole_devices,
+                         spec.cpu_milli, spec.memory_mib, spec.gpu_types)
+        per_pool = counts.setdefault(pool.name, {})
+        per_pool[shape] = per_pool.get(shape, 0) + spec.pods
+    return {name: ShapeMix.of(found.items()) for name, found in counts.items()}
+
+
 class WorkingState(WorkingDemand):
     """Snapshot + decisions of this cycle, with undoable trial changes."""
 
@@ -44,9 +65,16 @@ class WorkingState(WorkingDemand):
         self.tree: OrgTree = snapshot.tree
         self.workloads: dict[int, WorkloadState] = {w.id: w for w in snapshot.workloads}
         self.pools: dict[str, PoolState] = {}
+        #: per-pod host requests by workload id, shared with every pool's devices
+        self.hosts: dict[int, tuple[int, int]] = {
+            w.id: (w.spec.cpu_milli, w.spec.memory_mib) for w in snapshot.workloads
+            if w.spec.cpu_milli or w.spec.memory_mib}
+        hosts = self.hosts
+        mixes = pool_mixes(snapshot)
         for name in sorted(snapshot.pools):
             nodes = snapshot.pool_nodes(name)
-            cluster = ClusterState(snapshot.pools[name], nodes)
+            cluster = ClusterState(snapshot.pools[name], nodes, hosts=hosts,
+                                   mix=mixes.get(name))
             labels = {n.name: n.labels for n in nodes}
             self.pools[name] = PoolState(
                 snapshot.pools[name], Ledger(self.tree, name), cluster, cluster.capacity,
@@ -145,8 +173,17 @@ class WorkingState(WorkingDemand):
         for (name, team, is_reserved), milli in usage.items():
             self.pools[name].ledger.add(team, is_reserved, milli)
 
+    def set_mixes(self, snapshot: Snapshot) -> None:
+        """Measure each pool's fragmentation against ``snapshot``'s pod shapes
+        (a kept state, before its next cycle: as a fresh state would)."""
+        mixes = pool_mixes(snapshot)
+        for name, ps in self.pools.items():
+            ps.cluster.set_mix(mixes.get(name))
+
     def load(self, w: WorkloadState) -> None:
         """Count a snapshot workload's devices, usage, victim entry and demand."""
+        if w.spec.cpu_milli or w.spec.memory_mib:
+            self.hosts[w.id] = (w.spec.cpu_milli, w.spec.memory_mib)
         ps = self.pools.get(w.pool or "")
         if ps is None or w.team not in self.tree.teams:
             self.set_demand(w.id, None, None)

@@ -140,9 +140,10 @@ def _pod_placement(
     node = nodes[f.one_of(raw.get("node"), f.join(path, "node"), nodes, "node")]
     if node.state is NodeState.DOWN:
         raise ValidationError(f.join(path, "node"), f"node {node.name!r} is down")
-    if spec.gpu_type is not None and node.gpu_type != spec.gpu_type:
+    if spec.gpu_types and node.gpu_type not in spec.gpu_types:
+        wanted = " or ".join(spec.gpu_types)
         raise ValidationError(f.join(path, "node"), f"node {node.name!r} has gpu_type "
-                              f"{node.gpu_type!r}; the workload asks for {spec.gpu_type!r}")
+                              f"{node.gpu_type!r}; the workload asks for {wanted}")
     dpath = f.join(path, "devices")
     devices = f.sequence(raw.get("devices"), dpath, "device indexes")
     if node.gpus == 0:

@@ -16,7 +16,7 @@ from apportion.domain.placement_json import placement_from_json as placement_fro
 from apportion.domain.placement_json import placement_to_json as placement_to_json
 from apportion.domain.quantities import RequestKind
 from apportion.domain.reasons import Reason, ReasonCode
-from apportion.domain.workload import WorkloadSpec, make_spec
+from apportion.domain.workload import WorkloadSpec, gpu_types_value, make_spec
 from apportion.store.models import ExitingRow, NodeRow, PoolRow, TeamRow, WorkloadRow
 
 
@@ -45,7 +45,7 @@ def spec_to_dict(spec: WorkloadSpec) -> dict[str, Any]:
         "min_pods": spec.min_pods,
         "gang": spec.gang,
         "topology": topo,
-        "gpu_type": spec.gpu_type,
+        "gpu_type": gpu_types_value(spec.gpu_types),
         "pool": spec.pool,
         "node_selector": dict(spec.node_selector),
         "requeue_on_preemption": spec.requeue_on_preemption,

@@ -54,7 +54,7 @@ def req(gpus: float, pods: int = 1, min_pods: int | None = None, *,
         pods=pods, min_pods=pods if min_pods is None else min_pods, charge=charge,
         whole_devices=whole,
         topology=None if topology is None else Topology(topology, TopologyMode(mode)),
-        node_selector=selector or {}, gpu_type=gpu_type, owner=owner,
+        node_selector=selector or {}, gpu_types=(gpu_type,) if gpu_type else (), owner=owner,
     )
 
 

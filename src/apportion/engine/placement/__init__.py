@@ -6,6 +6,7 @@ nominates on.
 """
 
 from apportion.engine.placement.cluster_state import ClusterState
+from apportion.engine.placement.shapes import PodShape, ShapeMix
 from apportion.engine.placement.types import (
     Counters,
     FailureKind,
@@ -21,4 +22,6 @@ __all__ = [
     "Owner",
     "PlacementRequest",
     "PlacementResult",
+    "PodShape",
+    "ShapeMix",
 ]

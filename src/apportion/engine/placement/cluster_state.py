@@ -18,15 +18,19 @@ device index, never by set or dict order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from apportion.domain.cluster import Node, Pool, pool_capacity
+from apportion.domain.cluster import Node, Packing, Pool, pool_capacity
 from apportion.domain.workload import Placement, TopologyMode
 from apportion.engine.placement.device_book import ALL_NODES, DeviceBook, OccRecord
 from apportion.engine.placement.feasibility import never_result
 from apportion.engine.placement.fit_probe import FitProbe
+from apportion.engine.placement.fragmentation import Fragmentation
+from apportion.engine.placement.host_book import NO_HOST, Host
+from apportion.engine.placement.host_fit import fit_count, host_of
 from apportion.engine.placement.packing import pack
 from apportion.engine.placement.scope_index import FULL
+from apportion.engine.placement.shapes import ShapeMix
 from apportion.engine.placement.topology import Choice, choose
 from apportion.engine.placement.types import (
     Counters,
@@ -40,27 +44,54 @@ from apportion.engine.placement.types import (
 class ClusterState:
     """Devices of one pool: occupancy, claims, placement queries and trials."""
 
-    def __init__(self, pool: Pool, nodes: Iterable[Node]) -> None:
+    def __init__(
+        self, pool: Pool, nodes: Iterable[Node], *, hosts: Mapping[int, Host] | None = None,
+        mix: ShapeMix | None = None,
+    ) -> None:
         """Index ``nodes`` (of ``pool``, any state; ValueError for another pool's
         node or a duplicate). Scopes for the pool's topology levels are built now;
-        other levels and filters on first use."""
+        other levels and filters on first use. ``hosts`` gives each workload id's
+        per-pod host request (milli-CPU, MiB) for :meth:`occupy` and :meth:`claim`
+        (default: none). ``mix`` is the pod shapes the pool typically runs:
+        with ``packing: fragmentation`` pods go where fragmentation against it
+        grows least; without a mix (or with ``best_fit``) they pack best fit."""
         node_list = list(nodes)
         self.pool = pool
+        self.hosts: Mapping[int, Host] = hosts or {}
         self.counters = Counters()
         self.capacity: int = pool_capacity(node_list)
         self._book = DeviceBook(pool, node_list)
+        self.set_mix(mix)
         self._book.scope(ALL_NODES)
         for level in pool.topology:
             for value in self._book.domain_values(ALL_NODES, (), level):
                 self._book.scope(ALL_NODES, ((level, value),))
 
+    def set_mix(self, mix: ShapeMix | None) -> None:
+        """The pod shapes to measure fragmentation against from now on (a
+        ``fragmentation`` pool packs best fit while it has none)."""
+        book = self._book
+        if not mix or self.pool.packing is not Packing.FRAGMENTATION:
+            book.frag, book.changed_nodes = None, None
+        elif book.frag is None:
+            book.frag = Fragmentation(book, mix)
+        else:
+            book.frag.set_mix(mix)
+
     # -- occupancy ------------------------------------------------------------
+    def host_for(self, owner: Owner) -> Host:
+        """The per-pod host request of ``owner``'s workload (``hosts``)."""
+        return self.hosts.get(owner[0], NO_HOST)
+
     def occupy(self, owner: Owner, placement: Placement) -> None:
         """Record ``placement`` as Starting/Running pods of ``owner``.
 
         Allowed on cordoned and down nodes (existing work is never refused);
         ValueError if a device would exceed 1000 milli of physical use, or
         names an unknown node/device. Adds to what ``owner`` already occupies.
+        Each pod also takes its workload's host request on its node (a node's
+        CPU or memory may then be over-committed: existing work is never
+        refused).
         """
         self._occupy(owner, placement, is_exiting=False)
 
@@ -71,7 +102,8 @@ class ClusterState:
         book = self._book
         added: dict[int, int] = {}
         records: dict[Owner, list[OccRecord]] = {}
-        for owner, placement in items:
+        pairs = list(items)
+        for owner, placement in pairs:
             for g, milli in self._shares(placement).items():
                 used = book.stay[g] + book.exiting[g] + added.get(g, 0) + milli
                 if used > FULL:
@@ -85,6 +117,9 @@ class ClusterState:
             book.stay[g] += milli
         for owner, recs in records.items():
             book.set_occupancy(owner, book.occupancy.get(owner, ()) + tuple(recs))
+        for owner, placement in pairs:
+            book.host.occupy(owner, self._ranks(placement), self.host_for(owner),
+                             is_exiting=False)
         book.reindex()
 
     def occupy_exiting(self, owner: Owner, placement: Placement) -> None:
@@ -111,6 +146,8 @@ class ClusterState:
         book.flush()
         added = tuple((g, milli, is_exiting) for g, milli in shares.items())
         book.set_occupancy(owner, book.occupancy.get(owner, ()) + added)
+        book.host.occupy(owner, self._ranks(placement), self.host_for(owner),
+                         is_exiting=is_exiting)
 
     def mark_exiting(self, owner: Owner) -> None:
         """``owner``'s occupied pods become exiting (a victim with grace > 0)."""
@@ -119,6 +156,7 @@ class ClusterState:
         for g, milli, is_exiting in records:
             if not is_exiting:
                 book.set_device(g, book.stay[g] - milli, book.exiting[g] + milli, book.claimed[g])
+        book.host.mark_exiting(owner)
         book.flush()
         if records:
             book.set_occupancy(owner, tuple((g, m, True) for g, m, _ in records))
@@ -132,6 +170,7 @@ class ClusterState:
                 book.set_device(g, book.stay[g], book.exiting[g] - milli, book.claimed[g])
             else:
                 book.set_device(g, book.stay[g] - milli, book.exiting[g], book.claimed[g])
+        book.host.vacate(owner)
         book.flush()
         if records:
             book.set_occupancy(owner, ())
@@ -149,6 +188,7 @@ class ClusterState:
         shares = self._shares(placement)
         for g, milli in shares.items():
             book.set_device(g, book.stay[g], book.exiting[g], book.claimed[g] + milli)
+        book.host.claim(owner, self._ranks(placement), self.host_for(owner))
         book.flush()
         book.set_claim(owner, (placement, tuple(shares.items())))
 
@@ -158,6 +198,7 @@ class ClusterState:
         if owner in book.claims:
             book.release_claims(owner)
             book.set_claim(owner, None)
+            book.host.set_claim(owner, None)
 
     def claim_of(self, owner: Owner) -> Placement:
         """The placement claimed for ``owner``, () if none."""
@@ -178,7 +219,7 @@ class ClusterState:
                 return False
             if stay + book.exiting[g] + milli > FULL or stay + book.claimed[g] > FULL:
                 return False
-        return True
+        return book.host.claim_fits_now(owner)
 
     def exiting_on(self, placement: Placement) -> list[Owner]:
         """Owners whose exiting pods (preempted, in their grace) hold devices of
@@ -246,7 +287,7 @@ class ClusterState:
         ``req.owner`` (see :meth:`place_and_occupy`)."""
         _check_request(req)
         book = self._book
-        fkey = book.filter_key(req.gpu_type, req.node_selector)
+        fkey = book.filter_key(req.gpu_types, req.node_selector)
         base = () if domain is None else (domain,)
         if fkey is None:
             never = never_result(book, req, None, base)
@@ -261,9 +302,7 @@ class ClusterState:
             topo = req.topology
             if not is_packed and (topo is None or topo.level in dict(base)):
                 # No domain to choose: count from the scope's index, no message.
-                count = book.scope(fkey, base).fit_count(
-                    req.charge, req.whole_devices, req.min_pods
-                )
+                count = fit_count(book, book.scope(fkey, base), req, req.min_pods)
                 if count < req.min_pods:
                     return PlacementResult(failure=FailureKind.WAITING_FOR_CAPACITY)
                 return PlacementResult(fitting_pods=count)
@@ -278,6 +317,11 @@ class ClusterState:
                 last = pods[-1]  # pack applies every pod but the last as trial use
                 for share in last.devices:
                     book.add_stay(book.device_id(last.node, share.index), share.milli)
+                host = host_of(req)
+                if host[0] or host[1]:  # pack took the others' host use already
+                    book.host.add(book.rank[last.node], 0, *host)
+                    book.host.set_occupancy(req.owner, tuple(
+                        (r, host[0], host[1], False) for r in self._ranks(pods)))
                 book.flush()
                 shares = self._shares(pods)
                 book.set_occupancy(req.owner, tuple((g, m, False) for g, m in shares.items()))
@@ -305,15 +349,13 @@ class ClusterState:
         if (topo is not None and topo.mode is TopologyMode.REQUIRED
                 and topo.level not in dict(constraints)):
             raise ValueError("a required-topology request is probed one domain at a time")
-        fkey = book.filter_key(req.gpu_type, req.node_selector)
+        fkey = book.filter_key(req.gpu_types, req.node_selector)
         fitting = 0
         if fkey is not None:
             token = book.mark()
             try:
                 book.ignore_exiting()
-                fitting = book.scope(fkey, constraints).fit_count(
-                    req.charge, req.whole_devices, req.pods * FULL
-                )
+                fitting = fit_count(book, book.scope(fkey, constraints), req, req.pods * FULL)
             finally:
                 book.undo_to(token, keep_mark=False)
         return FitProbe(book, req, fkey, constraints, fitting)
@@ -323,7 +365,7 @@ class ClusterState:
         ``req``; else NO_NODE_FITS or TOPOLOGY_UNSATISFIABLE with a message."""
         _check_request(req)
         book = self._book
-        return never_result(book, req, book.filter_key(req.gpu_type, req.node_selector), ())
+        return never_result(book, req, book.filter_key(req.gpu_types, req.node_selector), ())
 
     def domains(self, level: str) -> tuple[str, ...]:
         """Sorted values of label ``level`` among the pool's nodes (any state)."""
@@ -371,6 +413,14 @@ class ClusterState:
         self._book.release_mark(token)
 
     # -- helpers ------------------------------------------------------------------
+    def _ranks(self, placement: Placement) -> list[int]:
+        """Node rank of each pod of ``placement`` (ValueError for an unknown node)."""
+        rank = self._book.rank
+        try:
+            return [rank[pod.node] for pod in placement]
+        except KeyError as err:
+            raise ValueError(f"node {err.args[0]!r} is not in pool {self.pool.name!r}") from None
+
     def _shares(self, placement: Placement) -> dict[int, int]:
         """Milli per device id over all pods of ``placement`` (ValueError if bad)."""
         shares: dict[int, int] = {}

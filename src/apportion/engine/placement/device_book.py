@@ -25,14 +25,16 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from apportion.domain.cluster import Node, NodeState, Pool
 from apportion.domain.workload import Placement
+from apportion.engine.placement.host_book import HostBook
 from apportion.engine.placement.scope_index import FULL, ScopeIndex
 from apportion.engine.placement.types import Owner
 
-#: A node filter: (gpu type or None, sorted node-selector items).
-FilterKey = tuple[str | None, tuple[tuple[str, str], ...]]
+#: A node filter: (acceptable gpu types, () = any; sorted node-selector items).
+FilterKey = tuple[tuple[str, ...], tuple[tuple[str, str], ...]]
 #: Label constraints of a scope: sorted (label, value) pairs.
 Constraints = tuple[tuple[str, str], ...]
 #: One occupancy record: (device id, milli, is exiting).
@@ -40,11 +42,18 @@ OccRecord = tuple[int, int, bool]
 #: A claim: the placement as given, and (device id, milli) per share.
 ClaimRecord = tuple[Placement, tuple[tuple[int, int], ...]]
 
-ALL_NODES: FilterKey = (None, ())
+if TYPE_CHECKING:
+    from apportion.engine.placement.fragmentation import Fragmentation
+
+ALL_NODES: FilterKey = ((), ())
 _DeviceEntry = tuple[int, int, int, int]
 _OccEntry = tuple[Owner, tuple[OccRecord, ...] | None]
 _ClaimEntry = tuple[Owner, ClaimRecord | None, None]
-_LogEntry = _DeviceEntry | _OccEntry | _ClaimEntry
+#: Host entries (see HostBook) start with a string tag; they are typed loosely.
+_LogEntry = Any
+#: A node's static shape: (gpus, cpu capacity, memory capacity), host
+#: capacities as :data:`~apportion.engine.placement.host_book.UNLIMITED` when not stated.
+NodeShape = tuple[int, int, int]
 
 
 class DeviceBook:
@@ -84,22 +93,38 @@ class DeviceBook:
         self.claims: dict[Owner, ClaimRecord] = {}
         self._filters: dict[FilterKey, FilterKey | None] = {}
         self._domain_values: dict[tuple[FilterKey, Constraints, str], tuple[str, ...]] = {}
-        self._static: dict[tuple[FilterKey, Constraints], tuple[tuple[int, int], ...]] = {}
+        self._static: dict[tuple[FilterKey, Constraints], tuple[tuple[NodeShape, int], ...]] = {}
         self._by_label: dict[str, dict[str, list[int]]] = {}
         #: Nodes whose full-device count changed since the last flush -> count before.
         self._dirty: dict[int, int] = {}
         self._log: list[_LogEntry] = []
         self._log_base = 0
         self._marks: list[int] = []
+        #: Nodes whose state changed since the fragmentation index last looked
+        #: (None: nobody is looking).
+        self.changed_nodes: set[int] | None = None
+        #: The packing policy's picker when it is ``fragmentation`` (see
+        #: ClusterState); None packs best fit.
+        self.frag: Fragmentation | None = None
+        self.host = HostBook(self.nodes, self._log, self._is_logging, self._node_changed)
+
+    def _is_logging(self) -> bool:
+        return bool(self._marks)
+
+    def _node_changed(self, rank: int) -> None:
+        if self.changed_nodes is not None:
+            self.changed_nodes.add(rank)
 
     # -- node filters and scopes -------------------------------------------
     def node_gpu_type(self, node: Node) -> str | None:
         return node.gpu_type if node.gpu_type is not None else self.pool.gpu_type
 
-    def filter_key(self, gpu_type: str | None, selector: Mapping[str, str]) -> FilterKey | None:
+    def filter_key(
+        self, gpu_types: tuple[str, ...], selector: Mapping[str, str]
+    ) -> FilterKey | None:
         """Canonical filter for a request: ALL_NODES if every node matches,
         None if no node does (then nothing can ever be placed)."""
-        key: FilterKey = (gpu_type, tuple(sorted(selector.items())))
+        key: FilterKey = (gpu_types, tuple(sorted(selector.items())))
         if key == ALL_NODES:
             return ALL_NODES
         if key not in self._filters:
@@ -113,8 +138,8 @@ class DeviceBook:
         return self._filters[key]
 
     def _matches(self, node: Node, fkey: FilterKey, constraints: Constraints) -> bool:
-        gpu_type, selector = fkey
-        if gpu_type is not None and self.node_gpu_type(node) != gpu_type:
+        gpu_types, selector = fkey
+        if gpu_types and self.node_gpu_type(node) not in gpu_types:
             return False
         labels = node.labels
         return all(labels.get(k) == v for k, v in selector) and all(
@@ -188,17 +213,21 @@ class DeviceBook:
             self._domain_values[key] = found
         return found
 
-    def static_hist(self, fkey: FilterKey, constraints: Constraints) -> tuple[tuple[int, int], ...]:
-        """(gpus per node, node count) over matching nodes that are not down,
-        largest first: what an empty scope could hold (cordoned nodes count)."""
+    def static_hist(
+        self, fkey: FilterKey, constraints: Constraints
+    ) -> tuple[tuple[NodeShape, int], ...]:
+        """(node shape, node count) over matching nodes that are not down,
+        most GPUs first: what an empty scope could hold (cordoned nodes count)."""
         key = (fkey, constraints)
         found = self._static.get(key)
         if found is None:
-            counts: dict[int, int] = {}
+            counts: dict[NodeShape, int] = {}
+            host = self.host
             for r in self.member_nodes(fkey, constraints):
                 node = self.nodes[r]
                 if node.state is not NodeState.DOWN and node.gpus:
-                    counts[node.gpus] = counts.get(node.gpus, 0) + 1
+                    shape = (node.gpus, host.cpu_cap[r], host.mem_cap[r])
+                    counts[shape] = counts.get(shape, 0) + 1
             found = tuple(sorted(counts.items(), reverse=True))
             self._static[key] = found
         return found
@@ -226,6 +255,8 @@ class DeviceBook:
         elif self.exiting_devs:
             self.exiting_devs.discard(g)
         node = self.dev_node[g]
+        if self.changed_nodes is not None:
+            self.changed_nodes.add(node)
         if not self.is_ready[node]:
             return
         new = FULL - stay - (exiting if exiting > claimed else claimed)
@@ -271,6 +302,8 @@ class DeviceBook:
         if self._marks:
             raise ValueError("cannot re-index while a checkpoint is held")
         self._dirty.clear()
+        if self.changed_nodes is not None:
+            self.changed_nodes.update(range(len(self.nodes)))
         for g in range(len(self.avail)):
             ready = self.is_ready[self.dev_node[g]]
             self.avail[g] = (
@@ -310,6 +343,7 @@ class DeviceBook:
 
     def release_claims(self, owner: Owner) -> None:
         """Take ``owner``'s claims off the devices (its record stays)."""
+        self.host.release_claims(owner)
         record = self.claims.get(owner)
         if record is None:
             return
@@ -322,6 +356,7 @@ class DeviceBook:
         device then offers ``1000 - stay - claims``. Call under a mark."""
         for g in sorted(self.exiting_devs):
             self.set_device(g, self.stay[g], 0, self.claimed[g])
+        self.host.ignore_exiting()
         self.flush()
 
     # -- undo log -----------------------------------------------------------
@@ -347,8 +382,11 @@ class DeviceBook:
         log = self._log
         while len(log) > keep:
             entry = log.pop()
-            # Entries are told apart by length: 4 device, 2 occupancy, 3 claim.
-            if len(entry) == 4:
+            # Entries are told apart by length: 4 device, 2 occupancy, 3 claim;
+            # host entries start with a string tag.
+            if isinstance(entry[0], str):
+                self.host.restore(entry)
+            elif len(entry) == 4:
                 self._restore_device(*entry)
             elif len(entry) == 2:
                 owner, occ = entry

@@ -10,7 +10,8 @@ WAITING_FOR_CAPACITY, the order of the reason table.
 from __future__ import annotations
 
 from apportion.domain.quantities import format_gpus
-from apportion.engine.placement.device_book import Constraints, DeviceBook, FilterKey
+from apportion.engine.placement.device_book import Constraints, DeviceBook, FilterKey, NodeShape
+from apportion.engine.placement.host_book import UNLIMITED
 from apportion.engine.placement.scope_index import FULL, ScopeIndex
 from apportion.engine.placement.types import FailureKind, PlacementRequest, PlacementResult
 
@@ -36,13 +37,67 @@ def pod_milli(req: PlacementRequest) -> int:
     return req.whole_devices * FULL if req.whole_devices else req.charge
 
 
-def static_pods(hist: tuple[tuple[int, int], ...], req: PlacementRequest) -> int:
-    """Pods of ``req`` an empty scope with node histogram ``hist`` holds."""
+def cpu_text(milli: int) -> str:
+    """Milli-CPU for messages: ``16 CPUs``, ``0.5 CPU``."""
+    cores = f"{milli // 1000}" if milli % 1000 == 0 else f"{milli / 1000:g}"
+    return f"{cores} CPU{'s' if milli > 1000 else ''}"
+
+
+def memory_text(mib: int) -> str:
+    """MiB for messages: ``64 GiB`` when whole GiB, else ``1536 MiB``."""
+    return f"{mib // 1024} GiB" if mib % 1024 == 0 and mib else f"{mib} MiB"
+
+
+def host_text(req: PlacementRequest) -> str:
+    """`` with 16 CPUs and 64 GiB of memory per pod`` ('' if it asks for neither)."""
+    asks = []
+    if req.cpu_milli:
+        asks.append(cpu_text(req.cpu_milli))
+    if req.memory_mib:
+        asks.append(f"{memory_text(req.memory_mib)} of memory")
+    return f" with {' and '.join(asks)} per pod" if asks else ""
+
+
+def node_pods(shape: NodeShape, req: PlacementRequest) -> int:
+    """Pods of ``req`` an empty node of ``shape`` holds (GPUs, CPU and memory)."""
+    gpus, cpu, mem = shape
     if req.whole_devices:
-        return sum(count * (gpus // req.whole_devices) for gpus, count in hist)
-    if not 0 < req.charge <= FULL:
+        pods = gpus // req.whole_devices
+    elif 0 < req.charge <= FULL:
+        pods = gpus * (FULL // req.charge)
+    else:
         return 0
-    return sum(count * gpus for gpus, count in hist) * (FULL // req.charge)
+    if req.cpu_milli and cpu < UNLIMITED:
+        pods = min(pods, cpu // req.cpu_milli)
+    if req.memory_mib and mem < UNLIMITED:
+        pods = min(pods, mem // req.memory_mib)
+    return pods
+
+
+def static_pods(hist: tuple[tuple[NodeShape, int], ...], req: PlacementRequest) -> int:
+    """Pods of ``req`` an empty scope with node histogram ``hist`` holds."""
+    return sum(count * node_pods(shape, req) for shape, count in hist)
+
+
+def _host_never(
+    hist: tuple[tuple[NodeShape, int], ...], req: PlacementRequest
+) -> PlacementResult | None:
+    """NO_NODE_FITS when every node with the GPUs for one pod lacks the CPU or
+    memory one pod asks for (message with the numbers), else None."""
+    if not (req.cpu_milli or req.memory_mib):
+        return None
+    gpu_ok = [shape for shape, _ in hist if node_pods((shape[0], UNLIMITED, UNLIMITED), req)]
+    if not gpu_ok or any(node_pods(shape, req) for shape in gpu_ok):
+        return None
+    cpu_max = max(s[1] for s in gpu_ok)
+    mem_max = max(s[2] for s in gpu_ok)
+    with_gpus = f"the largest node with {pod_text(req)}"
+    if req.cpu_milli > cpu_max:
+        message = f"needs {cpu_text(req.cpu_milli)} per pod; {with_gpus} has {cpu_text(cpu_max)}"
+    else:
+        message = (f"needs {memory_text(req.memory_mib)} of memory per pod; {with_gpus} has "
+                   f"{memory_text(mem_max)}")
+    return PlacementResult(failure=FailureKind.NO_NODE_FITS, message=message)
 
 
 def never_result(
@@ -55,11 +110,11 @@ def never_result(
     """
     no_fit = FailureKind.NO_NODE_FITS
     if fkey is None:
-        wanted = [f"gpu_type={req.gpu_type}"] if req.gpu_type else []
+        wanted = [f"gpu_type={'|'.join(req.gpu_types)}"] if req.gpu_types else []
         wanted += [f"{k}={v}" for k, v in sorted(req.node_selector.items())]
         return PlacementResult(failure=no_fit, message=f"no node matches {', '.join(wanted)}")
     hist = book.static_hist(fkey, base)
-    largest = hist[0][0] if hist else 0
+    largest = hist[0][0][0] if hist else 0
     if not hist:
         return PlacementResult(failure=no_fit, message="no node that is not down matches")
     if req.whole_devices > largest:
@@ -71,6 +126,9 @@ def never_result(
         return PlacementResult(
             failure=no_fit, message=f"needs {req.charge} milli-GPU of one device; a device has 1000"
         )
+    host_never = _host_never(hist, req)
+    if host_never is not None:
+        return host_never
     topo = req.topology
     if topo is not None and topo.mode == "required" and topo.level not in dict(base):
         result = _topology_never(book, req, fkey, base, topo.level)
@@ -78,11 +136,11 @@ def never_result(
             return result
     holds = static_pods(hist, req)
     if holds < req.min_pods:
-        capacity = sum(g * c for g, c in hist) * FULL
+        capacity = sum(shape[0] * c for shape, c in hist) * FULL
         return PlacementResult(
             failure=no_fit,
             message=(
-                f"needs {need_text(req)}; the pool holds at most {holds} such pods "
+                f"needs {need_text(req)}{host_text(req)}; the pool holds at most {holds} such pods "
                 f"(capacity {format_gpus(capacity)} GPUs)"
             ),
         )

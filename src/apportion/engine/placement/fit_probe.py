@@ -18,6 +18,7 @@ and ``sum(avail // charge)`` shared pods.
 from __future__ import annotations
 
 from apportion.engine.placement.device_book import ALL_NODES, Constraints, DeviceBook, FilterKey
+from apportion.engine.placement.host_fit import binds
 from apportion.engine.placement.scope_index import FULL
 from apportion.engine.placement.types import Owner, PlacementRequest
 
@@ -38,7 +39,10 @@ class FitProbe:
         "_fkey",
         "_full",
         "_gain",
+        "_host",
+        "_host_out",
         "_member",
+        "_node_pods",
         "_req",
         "_stay",
     )
@@ -54,6 +58,11 @@ class FitProbe:
         self._full: dict[int, int] = {}  # node rank -> fully available devices (touched)
         self._gain = 0  # pods gained over ``fitting`` by the changes so far
         self._member: dict[int, bool] = {}
+        #: With host resources binding, pods are counted per node instead:
+        #: node rank -> pods it holds with the changes so far (touched nodes).
+        self._host = binds(book, req)
+        self._node_pods: dict[int, int] = {}
+        self._host_out: dict[int, list[int]] = {}  # rank -> [cpu, mem] taken out
 
     def take_out(self, owner: Owner) -> None:
         """Count ``owner``'s pods (or claim) as gone."""
@@ -68,6 +77,9 @@ class FitProbe:
         return self._fitting + self._gain >= self._req.min_pods
 
     def _shift(self, owner: Owner, sign: int) -> None:
+        if self._host:
+            self._shift_nodes(owner, sign)
+            return
         book = self._book
         for g, milli, is_exiting in book.occupancy.get(owner, ()):
             if not is_exiting:  # exiting use is ignored already: searches treat it as gone
@@ -76,6 +88,66 @@ class FitProbe:
         if claim is not None:
             for g, milli in claim[1]:
                 self._change(g, self._claimed, sign * milli)
+
+    def _shift_nodes(self, owner: Owner, sign: int) -> None:
+        """:meth:`_shift` when CPU or memory can bind: recount each node the
+        owner touches, ``min(GPU pods, CPU pods, memory pods)`` before and after."""
+        book = self._book
+        touched: dict[int, None] = {}
+        devs: list[tuple[int, dict[int, int], int]] = []
+        for g, milli, is_exiting in book.occupancy.get(owner, ()):
+            if not is_exiting:
+                devs.append((g, self._stay, sign * milli))
+                touched[book.dev_node[g]] = None
+        claim = book.claims.get(owner)
+        if claim is not None:
+            for g, milli in claim[1]:
+                devs.append((g, self._claimed, sign * milli))
+                touched[book.dev_node[g]] = None
+        hosts: list[tuple[int, int, int]] = []
+        for r, cpu, mem, is_exiting in book.host.occupancy.get(owner, ()):
+            if not is_exiting:
+                hosts.append((r, sign * cpu, sign * mem))
+        for r, cpu, mem in book.host.claims.get(owner, ()):
+            hosts.append((r, sign * cpu, sign * mem))
+        for r, _, _ in hosts:
+            touched[r] = None
+        members = [r for r in touched if self._is_member(r)]
+        before = {r: self._pods_on(r) for r in members}
+        for g, out, delta in devs:
+            out[g] = out.get(g, 0) + delta
+        for r, cpu, mem in hosts:
+            taken = self._host_out.setdefault(r, [0, 0])
+            taken[0] += cpu
+            taken[1] += mem
+        for r in members:
+            after = self._count_node(r)
+            self._node_pods[r] = after
+            self._gain += after - before[r]
+
+    def _pods_on(self, r: int) -> int:
+        found = self._node_pods.get(r)
+        if found is None:
+            found = self._node_pods[r] = self._count_node(r)
+        return found
+
+    def _count_node(self, r: int) -> int:
+        """Pods node ``r`` holds with the changes so far (exiting use ignored)."""
+        book, req = self._book, self._req
+        first = book.first_dev[r]
+        avails = [self._avail(g) for g in range(first, first + book.nodes[r].gpus)]
+        if req.whole_devices:
+            pods = sum(1 for a in avails if a >= FULL) // req.whole_devices
+        else:
+            pods = sum(max(0, a) // req.charge for a in avails)
+        hb = book.host
+        u = hb.use[r]
+        taken = self._host_out.get(r, (0, 0))
+        if req.cpu_milli:
+            pods = min(pods, max(0, hb.cpu_cap[r] - (u[0] - taken[0]) - u[2]) // req.cpu_milli)
+        if req.memory_mib:
+            pods = min(pods, max(0, hb.mem_cap[r] - (u[3] - taken[1]) - u[5]) // req.memory_mib)
+        return pods
 
     def _avail(self, g: int) -> int:
         book = self._book

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from apportion.domain.workload import DeviceShare, Placement, PodPlacement
 from apportion.engine.placement.device_book import DeviceBook
+from apportion.engine.placement.host_fit import binds, host_of, pick_host
 from apportion.engine.placement.scope_index import FULL, ScopeIndex
 from apportion.engine.placement.types import Counters, PlacementRequest
 
@@ -20,6 +21,10 @@ def pick_devices(
     book: DeviceBook, scope: ScopeIndex, req: PlacementRequest
 ) -> list[tuple[int, int]] | None:
     """(device id, milli) for the next pod of ``req`` in ``scope``, or None."""
+    if book.frag is not None:
+        return book.frag.pick(scope, req)
+    if binds(book, req):
+        return pick_host(book, scope, req)
     if req.whole_devices:
         node = scope.tightest_node(req.whole_devices)
         if node is None:
@@ -63,5 +68,8 @@ def pack(
         if number + 1 < count:
             for g, milli in chosen:
                 book.add_stay(g, milli)
+            host = host_of(req)
+            if host[0] or host[1]:
+                book.host.add(book.dev_node[chosen[0][0]], 0, *host)
             book.flush()
     return tuple(pods)

@@ -27,6 +27,7 @@ from apportion.engine.placement.feasibility import (
     pod_milli,
     waiting_result,
 )
+from apportion.engine.placement.host_fit import fit_count, host_result
 from apportion.engine.placement.scope_index import ScopeIndex
 from apportion.engine.placement.types import (
     Counters,
@@ -104,11 +105,14 @@ def _whole(
     label: str | None,
 ) -> Choice | PlacementResult:
     scope = book.scope(fkey, base)
-    fitting = scope.fit_count(req.charge, req.whole_devices, req.pods)
+    fitting = fit_count(book, scope, req, req.pods)
     if fitting >= req.min_pods:
         return Choice(scope, fitting, label)
     never = never_result(book, req, fkey, base)
-    return never if never is not None else waiting_result(scope, req, fitting)
+    if never is not None:
+        return never
+    host = host_result(book, scope, req, fitting)
+    return host if host is not None else waiting_result(scope, req, fitting)
 
 
 def _best_domain(
@@ -138,7 +142,7 @@ def _best_domain(
         best_free = max(best_free, scope.free_total)
         # The fit count is O(distinct free levels); totals alone reject most domains.
         limit = req.pods if scope.free_total >= need else req.min_pods - 1
-        fitting = scope.fit_count(req.charge, req.whole_devices, limit)
+        fitting = fit_count(book, scope, req, limit)
         best_fitting = max(best_fitting, fitting)
         if fitting < req.min_pods:
             continue

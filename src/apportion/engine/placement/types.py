@@ -21,6 +21,7 @@ class FailureKind(enum.StrEnum):
     NO_NODE_FITS = "NO_NODE_FITS"  # never: no node could hold one pod / pool too small
     TOPOLOGY_UNSATISFIABLE = "TOPOLOGY_UNSATISFIABLE"  # never: no domain could hold it
     TOPOLOGY_WAITING = "TOPOLOGY_WAITING"  # a domain could, none has room now
+    HOST_RESOURCES = "HOST_RESOURCES"  # GPUs are free where it could go; CPU/memory is not
     FRAGMENTED = "FRAGMENTED"  # enough free in total, not where the pods need it
     GANG_WAITING = "GANG_WAITING"  # >= 1 but fewer than min_pods pods fit now
     WAITING_FOR_CAPACITY = "WAITING_FOR_CAPACITY"  # not enough free capacity
@@ -37,7 +38,9 @@ class PlacementRequest:
     ``charge`` is milli-GPU per pod. A pod with ``whole_devices`` > 0 takes
     that many fully free devices on one node; otherwise it takes ``charge``
     (< 1000... or exactly 1000 for a memory-sized request of a whole device)
-    of one device. ``owner`` may use devices claimed for it.
+    of one device. ``owner`` may use devices claimed for it. ``gpu_types``
+    lists the acceptable GPU types (() = any); ``cpu_milli`` and
+    ``memory_mib`` are each pod's host requests (SPEC 1 and 5).
     """
 
     pods: int
@@ -46,8 +49,10 @@ class PlacementRequest:
     whole_devices: int = 0
     topology: Topology | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
-    gpu_type: str | None = None
+    gpu_types: tuple[str, ...] = ()
     owner: Owner = (0, 0, 0)
+    cpu_milli: int = 0
+    memory_mib: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "node_selector", MappingProxyType(dict(self.node_selector)))
@@ -67,8 +72,10 @@ class PlacementRequest:
             whole_devices=spec.request.whole_devices,
             topology=spec.topology,
             node_selector=spec.node_selector,
-            gpu_type=spec.gpu_type,
+            gpu_types=spec.gpu_types,
             owner=owner,
+            cpu_milli=spec.cpu_milli,
+            memory_mib=spec.memory_mib,
         )
 
 

@@ -1,0 +1,163 @@
+"""Host CPU and memory in placement (SPEC 1 and 5): a pod fits a node only if
+the node's free GPUs, CPU and memory all hold it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from apportion.domain.cluster import Node, Pool
+from apportion.domain.workload import DeviceShare, PodPlacement
+from apportion.engine.placement import ClusterState, FailureKind, PlacementRequest
+
+GIB = 1024
+
+
+def node(name: str, gpus: int = 8, cpu: int | None = None, mem: int | None = None,
+         gpu_type: str | None = None, labels: dict[str, str] | None = None) -> Node:
+    return Node(name, "p", gpus, cpu_milli=None if cpu is None else cpu * 1000,
+                memory_mib=mem, gpu_type=gpu_type, labels=labels or {})
+
+
+def req(gpus: float = 1, pods: int = 1, *, cpu: float = 0, mem: int = 0,
+        min_pods: int | None = None, types: tuple[str, ...] = (),
+        owner: tuple[int, int, int] = (1, 0, 0)) -> PlacementRequest:
+    whole = int(gpus) if gpus >= 1 else 0
+    return PlacementRequest(pods=pods, min_pods=pods if min_pods is None else min_pods,
+                            charge=round(gpus * 1000), whole_devices=whole,
+                            cpu_milli=round(cpu * 1000), memory_mib=mem, gpu_types=types,
+                            owner=owner)
+
+
+def nodes_of(result) -> list[str]:  # type: ignore[no-untyped-def]
+    return [p.node for p in result.pods]
+
+
+def test_a_node_whose_cpu_is_used_up_strands_its_gpus() -> None:
+    cs = ClusterState(Pool("p"), [node("a", cpu=16), node("b", cpu=64)])
+    placed = []
+    for i in range(10):
+        res = cs.place_and_occupy(req(1, cpu=8, owner=(i + 1, 0, 0)))
+        assert res.ok, res.message
+        placed.append(res.pods[0].node)
+    # best fit would put everything on a; its CPU holds two pods, so the rest go to b
+    assert placed.count("a") == 2 and placed.count("b") == 8
+    res = cs.place(req(1, cpu=8, owner=(99, 0, 0)))
+    assert res.failure is FailureKind.HOST_RESOURCES
+    assert res.message == ("needs 8 CPUs per pod; the 1 node with 1 GPU free has at most "
+                           "0 CPU free")
+    # the GPUs of a are free: a pod asking no CPU still goes there
+    assert nodes_of(cs.place(req(1, owner=(98, 0, 0)))) == ["a"]
+
+
+def test_a_gang_counts_cpu_on_every_node() -> None:
+    cs = ClusterState(Pool("p"), [node("a", cpu=32), node("b", cpu=32)])
+    res = cs.place(req(2, pods=4, cpu=16))
+    assert res.ok and sorted(nodes_of(res)) == ["a", "a", "b", "b"]
+    assert cs.place(req(2, pods=5, cpu=16)).failure is FailureKind.NO_NODE_FITS  # never
+    cs = ClusterState(Pool("p"), [node("a", cpu=48), node("b", cpu=48)], hosts={9: (16000, 0)})
+    cs.occupy((9, 0, 0), (PodPlacement("b", (DeviceShare(0, 1000),)),))
+    assert cs.place(req(2, pods=5, cpu=16)).ok
+    res = cs.place(req(2, pods=6, cpu=16))
+    assert res.failure is FailureKind.HOST_RESOURCES
+    assert res.message == ("needs 6 × 2 GPUs with 16 CPUs per pod; the GPUs are free but "
+                           "only 5 pods fit with the CPU and memory free")
+    # memory binds the same way
+    cs = ClusterState(Pool("p"), [node("a", mem=64 * GIB), node("b", mem=100 * GIB)])
+    res = cs.place(req(1, pods=3, mem=64 * GIB))
+    assert res.failure is FailureKind.NO_NODE_FITS
+    assert res.message == ("needs 3 × 1 GPU with 64 GiB of memory per pod; the pool holds at "
+                           "most 2 such pods (capacity 16 GPUs)")
+    res = cs.place(req(1, pods=3, mem=48 * GIB))
+    assert sorted(nodes_of(res)) == ["a", "b", "b"]
+
+
+def test_a_pod_larger_than_any_nodes_cpu_can_never_run() -> None:
+    cs = ClusterState(Pool("p"), [node("a", gpus=2, cpu=8), node("b", gpus=8, cpu=96)])
+    res = cs.place(req(4, cpu=128))
+    assert res.failure is FailureKind.NO_NODE_FITS
+    assert res.message == "needs 128 CPUs per pod; the largest node with 4 GPUs has 96 CPUs"
+    assert cs.can_ever_place(req(4, cpu=96)) is None
+    never = cs.can_ever_place(req(1, mem=2 * GIB))
+    assert never is None  # memory is not stated: not limited
+    # the pool is too small for the gang once CPU counts: b holds 3 pods of 32 CPUs
+    assert cs.can_ever_place(req(1, pods=4, cpu=32)) is not None
+    assert cs.can_ever_place(req(1, pods=3, cpu=32)) is None
+
+
+def test_a_pod_may_run_on_any_of_its_gpu_types() -> None:
+    cs = ClusterState(Pool("p"), [node("a", gpus=2, gpu_type="t4"),
+                                  node("b", gpus=4, gpu_type="v100m16"),
+                                  node("c", gpus=4, gpu_type="v100m32")])
+    res = cs.place(req(4, pods=2, types=("v100m16", "v100m32")))
+    assert sorted(nodes_of(res)) == ["b", "c"]
+    res = cs.place(req(1, types=("a100", "h100")))
+    assert res.failure is FailureKind.NO_NODE_FITS
+    assert res.message == "no node matches gpu_type=a100|h100"
+    assert cs.place(req(4, pods=3, types=("v100m16", "v100m32"))).failure is not None
+
+
+def test_shared_pods_skip_a_tight_device_whose_node_has_no_cpu_left() -> None:
+    cs = ClusterState(Pool("p"), [node("a", gpus=1, cpu=4), node("b", gpus=2, cpu=64)])
+    cs.occupy((1, 0, 0), (PodPlacement("a", (DeviceShare(0, 500),)),), )
+    cs.hosts = {1: (4000, 0)}  # what the snapshot says pod 1 asks
+    cs.vacate((1, 0, 0))
+    cs.occupy((1, 0, 0), (PodPlacement("a", (DeviceShare(0, 500),)),))
+    # best fit is a's half-used device, but a's CPU is gone: b opens a device
+    res = cs.place(req(0.5, cpu=1, owner=(2, 0, 0)))
+    assert [(p.node, p.devices[0].index) for p in res.pods] == [("b", 0)]
+    # without a CPU request the shared device still wins
+    assert nodes_of(cs.place(req(0.5, owner=(3, 0, 0)))) == ["a"]
+
+
+def test_claims_and_exiting_victims_hold_cpu_like_devices() -> None:
+    cs = ClusterState(Pool("p"), [node("a", gpus=8, cpu=16)], hosts={1: (12000, 0),
+                                                                     2: (12000, 0)})
+    pods = (PodPlacement("a", (DeviceShare(0, 1000),)),)
+    cs.occupy((1, 0, 0), pods)
+    assert cs.place(req(1, cpu=8, owner=(3, 0, 0))).failure is FailureKind.HOST_RESOURCES
+    cs.mark_exiting((1, 0, 0))
+    assert not cs.fits(req(1, cpu=8, owner=(3, 0, 0)))
+    assert cs.fits(req(1, cpu=8, owner=(3, 0, 0)), allow_exiting=True)
+    # a nomination claims the CPU its victim frees: others cannot take it
+    cs.claim((2, 0, 0), (PodPlacement("a", (DeviceShare(1, 1000),)),))
+    assert not cs.can_start_on_claim((2, 0, 0))  # the victim still holds 12 CPUs
+    assert not cs.fits(req(1, cpu=8, owner=(3, 0, 0)), allow_exiting=True)
+    assert cs.fits(req(1, cpu=4, owner=(3, 0, 0)), allow_exiting=True)
+    cs.vacate((1, 0, 0))
+    assert cs.can_start_on_claim((2, 0, 0))
+    cs.unclaim((2, 0, 0))
+    assert cs.fits(req(1, cpu=16, owner=(3, 0, 0)))
+
+
+def test_a_rollback_restores_cpu_and_memory() -> None:
+    cs = ClusterState(Pool("p"), [node("a", cpu=16, mem=64 * GIB)])
+    token = cs.checkpoint()
+    assert cs.place_and_occupy(req(1, pods=2, cpu=8, mem=32 * GIB)).ok
+    assert not cs.fits(req(1, cpu=1, owner=(2, 0, 0)))
+    cs.rollback(token)
+    assert cs.fits(req(1, pods=2, cpu=8, mem=32 * GIB, owner=(2, 0, 0)))
+    assert not cs.fits(req(1, pods=3, cpu=8, owner=(2, 0, 0)))
+
+
+def test_a_fit_probe_counts_the_cpu_a_victim_frees() -> None:
+    cs = ClusterState(Pool("p"), [node("a", cpu=16), node("b", cpu=16)],
+                      hosts={1: (16000, 0), 2: (8000, 0)})
+    cs.occupy((1, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000),)),))
+    cs.occupy((2, 0, 0), (PodPlacement("b", (DeviceShare(0, 1000),)),))
+    probe = cs.probe(req(1, pods=2, cpu=8, owner=(3, 0, 0)))
+    assert not probe.fits()  # a has no CPU left, b has room for one
+    probe.take_out((2, 0, 0))
+    assert probe.fits()
+    probe.put_back((2, 0, 0))
+    assert not probe.fits()
+    probe.take_out((1, 0, 0))
+    assert probe.fits()
+
+
+@pytest.mark.parametrize("cpu", [None, 4])
+def test_unlimited_nodes_ignore_cpu_requests(cpu: int | None) -> None:
+    cs = ClusterState(Pool("p"), [replace(node("a"), cpu_milli=None if cpu is None else 4000)])
+    fits = cs.fits(req(1, pods=8, cpu=1))
+    assert fits is (cpu is None)

@@ -1,0 +1,58 @@
+"""Host CPU and memory through the scheduling cycle: reasons, preemption and
+nominations count them (SPEC 5, 6 and 7)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tests.engine.harness import World
+
+
+def with_cpu(w: World, cores: int, mem_mib: int | None = None) -> World:
+    w.nodes = [replace(n, cpu_milli=cores * 1000, memory_mib=mem_mib) for n in w.nodes]
+    return w
+
+
+def test_host_resources_is_the_reason_when_gpus_are_free_but_cpu_is_not() -> None:
+    w = with_cpu(World().pool(nodes=2).team("o", main=16).team("t"), 32)
+    w.submit("cpu-hog-0", "o", 1, wclass="reserved", cpu=30, running=True)
+    w.submit("cpu-hog-1", "o", 1, wclass="reserved", cpu=30, running=True)
+    w.submit("needs-cpu", "t", 1, cpu=16)
+    w.settle()
+    s = w.w("needs-cpu")
+    assert (w.status("needs-cpu"), w.code("needs-cpu")) == ("Queued", "HOST_RESOURCES")
+    assert s.reason.message.endswith(
+        "needs 16 CPUs per pod; the 2 nodes with 1 GPU free have at most 2 CPUs free")
+    # a pod that asks for no CPU takes the stranded GPUs at once
+    w.submit("gpu-only", "t", 2)
+    w.settle()
+    assert w.status("gpu-only") == "Running"
+
+
+def test_a_cpu_request_larger_than_any_node_never_runs() -> None:
+    w = with_cpu(World().pool(nodes=2).team("t"), 32)
+    w.submit("huge", "t", 1, cpu=64)
+    w.settle()
+    assert (w.status("huge"), w.code("huge")) == ("Pending", "NO_ELIGIBLE_POOL")
+    assert "needs 64 CPUs per pod; the largest node with 1 GPU has 32 CPUs" in (
+        w.w("huge").reason.message)
+
+
+def test_reserved_work_preempts_elastic_work_for_its_cpu() -> None:
+    w = with_cpu(World().pool(nodes=1).team("o", main=4).team("t"), 32)
+    # elastic work holds one GPU but all of the node's CPU
+    w.submit("elastic-cpu", "t", 1, cpu=32, running=True)
+    w.submit("reserved", "o", 1, wclass="reserved", cpu=8)
+    w.settle()
+    assert w.status("reserved") == "Running"
+    assert w.status("elastic-cpu") in ("Failed", "Preempted", "Queued")
+    assert [p.victim for p in w.preemptions] == [w.names["elastic-cpu"]]
+
+
+def test_a_gang_that_needs_more_cpu_than_free_waits_for_it() -> None:
+    w = with_cpu(World().pool(nodes=2).team("o", main=16).team("t"), 32)
+    w.submit("small", "o", 1, wclass="reserved", cpu=16, running=True)
+    w.submit("gang", "o", 1, wclass="reserved", pods=4, cpu=16)
+    w.settle()
+    assert (w.status("gang"), w.code("gang")) == ("Queued", "HOST_RESOURCES")
+    assert "only 3 pods fit" in w.w("gang").reason.message

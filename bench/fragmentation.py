@@ -184,7 +184,7 @@ def summary(results: list[dict[str, Any]], args: argparse.Namespace,
     return {
         "nodes": len(nodes), "capacity_gpus": sum(r.gpus for r in nodes),
         "seeds": args.seeds, "policies": list(args.policies), "modes": list(args.modes),
-        "quick": args.quick, "apportion": _DATA["apportion"] or "available",
+        "quick": args.quick,
         "traces": traces, "wall_s": round(wall, 1), "workers": args.workers,
     }
 
@@ -222,14 +222,11 @@ def main() -> None:
     _DATA["nodes"] = load_nodes(args.nodes or args.traces / "openb_node_list_gpu_node.csv")
     _DATA["pods"] = {Path(f).stem: load_pods(Path(f)) for f in pod_files}
     _DATA["typical"] = {t: typical_pods(p) for t, p in _DATA["pods"].items()}
-    _DATA["apportion"] = engine.unavailable()
     _DATA["dump"] = args.dump
     if args.dump:
         args.dump.mkdir(parents=True, exist_ok=True)
-    policies = [p for p in args.policies
-                if p not in engine.POLICIES or _DATA["apportion"] is None]
     jobs = [Job(t, m, p, s) for t in _DATA["pods"] for m in args.modes for s in args.seeds
-            for p in policies]
+            for p in args.policies]
     # slowest first, so that two workers finish together
     jobs.sort(key=lambda j: (j.policy not in ("fgd", *engine.POLICIES), j.mode != "exact"))
     results = []

@@ -83,10 +83,8 @@ def _check_fragmentation(r: dict[str, Any], dump: Path) -> None:
     published = trace["published_unallocated_pct_at_100"]
     assert published == {"fgd": 4.77, "best-fit": 7.14, "dot-product": 9.38, "random": 13.70}
     ours = trace["modes"]["exact"]
-    expected = {"fgd", "best-fit", "dot-product", "random"}
-    if r["apportion"] == "available":
-        expected |= {"apportion", "apportion-best-fit"}
-    assert set(ours) == expected
+    assert set(ours) == {"fgd", "best-fit", "dot-product", "random", "apportion",
+                         "apportion-best-fit"}
     at100 = {p: v["unallocated_pct_at_100"]["mean"] for p, v in ours.items()}
     # the paper's ranking, and its figures within what 2 seeds can tell apart
     assert at100["fgd"] < at100["best-fit"] < at100["dot-product"] < at100["random"]

@@ -55,7 +55,16 @@ def apportion_placer(policy: str, nodes: Sequence[NodeRow], names: Sequence[str]
     free_mem = np.array([r.memory_mib for r in nodes], dtype=np.int64)
     free_gpu = np.array([r.gpus * MILLI for r in nodes], dtype=np.int64)
 
+    memo: dict[tuple[int, int, str], list[tuple[int, tuple[str, ...]]]] = {}
+
     def groups(pod: PodRow) -> list[tuple[int, tuple[str, ...]]]:
+        key = (pod.num_gpu, pod.gpu_milli, pod.gpu_spec)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = charge_groups(pod)
+        return got
+
+    def charge_groups(pod: PodRow) -> list[tuple[int, tuple[str, ...]]]:
         """(charge per device, models) per distinct charge on the allowed models;
         models () = any when one charge holds on all of them."""
         allowed = [m for m in models if not pod.allowed or m in pod.allowed]

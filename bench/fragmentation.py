@@ -56,6 +56,7 @@ DEFAULT_TRACES = ROOT.parent / "shared" / "traces" / "alibaba-gpu-2023"
 DEFAULT_PODS = ("openb_pod_list_default.csv", "openb_pod_list_gpushare40.csv",
                 "openb_pod_list_multigpu20.csv")
 ALL_POLICIES = (*baselines.POLICIES, *engine.POLICIES)
+EXTRA_POLICIES = ("fgd-gpu-only",)  # diagnostics, on request only
 
 #: The paper's artifact, experiments/analysis/expected_results/analysis_allo_discrete.csv:
 #: 100 - allocated % at 100 % arrived, mean of seeds 42-51 (FGD, BestFit, DotProd, Random)
@@ -114,7 +115,7 @@ def run_job(job: Job) -> dict[str, Any]:
     else:
         cluster = baselines.Cluster(nodes)
         model = None
-        if job.policy == "fgd":
+        if job.policy in ("fgd", "fgd-gpu-only"):
             model = baselines.FragModel(_DATA["typical"][job.trace], cluster.models, job.mode,
                                         cluster.gmax)
         policy = baselines.make_policy(job.policy, cluster, rank, rng, model)
@@ -206,7 +207,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=Path, help="node list (default: "
                         "openb_node_list_gpu_node.csv in --traces)")
     parser.add_argument("--seeds", default="42-51")
-    parser.add_argument("--policies", default=",".join(ALL_POLICIES))
+    parser.add_argument("--policies", default=",".join(ALL_POLICIES),
+                        help="comma-separated; also: " + ",".join(EXTRA_POLICIES))
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--workers", type=int, default=min(2, mp.cpu_count()))
     parser.add_argument("--dump", type=Path, help="write each run's allocation here (JSONL)")
@@ -220,7 +222,8 @@ def main() -> None:
     args.seeds = parse_seeds(args.seeds)
     args.policies = [p for p in args.policies.split(",") if p]
     args.modes = [m for m in args.modes.split(",") if m]
-    unknown = set(args.policies) - set(ALL_POLICIES) | set(args.modes) - set(MODES)
+    unknown = (set(args.policies) - {*ALL_POLICIES, *EXTRA_POLICIES}
+               | set(args.modes) - set(MODES))
     if unknown:
         parser.error(f"unknown policies or modes: {sorted(unknown)}")
     pod_files = args.pods or [args.traces / name for name in DEFAULT_PODS]

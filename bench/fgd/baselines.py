@@ -380,10 +380,23 @@ class FGD(Policy):
         return delta, delta, np.zeros(0, dtype=np.int64)
 
 
+class FGDGpuOnly(FGD):
+    """FGD for GPU pods, the best-fit baseline for CPU-only pods: how apportion's
+    policies are run (the engine has no request without GPUs). A diagnostic, not
+    one of the simulator's policies."""
+
+    name = "fgd-gpu-only"
+
+    def choose(self, a: Ask, idx: np.ndarray) -> tuple[int, list[int]]:
+        if a.num == 0:
+            return BestFit.choose(self, a, idx)
+        return super().choose(a, idx)
+
+
 def make_policy(name: str, cluster: Cluster, rank: np.ndarray, rng: np.random.Generator,
                 model: FragModel | None) -> Policy:
-    if name == "fgd":
+    if name in ("fgd", "fgd-gpu-only"):
         assert model is not None
-        return FGD(cluster, rank, rng, model)
+        return (FGD if name == "fgd" else FGDGpuOnly)(cluster, rank, rng, model)
     return {"best-fit": BestFit, "dot-product": DotProduct, "random": Random}[name](
         cluster, rank, rng)

@@ -5,10 +5,16 @@
    The same requests run through a linear-scan first-fit placer written here.
 2. A 512-pod gang (1 GPU each) with required rack topology over 640 nodes in
    10 racks (five racks carry one busy GPU, so only the other five fit).
+3. The same 10,000 requests asking host CPU and memory too (per pod 2-16 CPUs
+   and 16-128 GiB per GPU asked, seeded) on nodes with 128 CPUs and 1 TiB,
+   packed ``best_fit`` and ``fragmentation`` (the pool's mix: the requests'
+   own shapes, as a scheduler sees them in its queue).
 
 Prints one JSON object as its last line:
 placements_per_s, linear_placements_per_s, ratio_vs_linear, gang_512_ms,
-nodes_examined_per_placement (plus a few context keys).
+nodes_examined_per_placement, host_best_fit_per_s, host_fragmentation_per_s
+(with ``ratio_vs_gpu_only``: against the first run, same process) and the
+fragmentation picker's work counters (states scored per pick).
 """
 
 from __future__ import annotations
@@ -18,10 +24,11 @@ import json
 import random
 import statistics
 import time
+from dataclasses import replace
 
-from apportion.domain.cluster import Node, Pool
+from apportion.domain.cluster import Node, Packing, Pool
 from apportion.domain.workload import DeviceShare, PodPlacement, Topology
-from apportion.engine.placement import ClusterState, PlacementRequest
+from apportion.engine.placement import ClusterState, PlacementRequest, PodShape, ShapeMix
 
 #: (gpus per pod, weight): fractions 0.25-1 GPU and whole 1-8 GPU pods.
 MIX = ((0.25, 20), (0.5, 15), (0.75, 5), (1, 25), (2, 15), (4, 12), (8, 8))
@@ -39,16 +46,35 @@ def make_requests(count: int, seed: int) -> list[PlacementRequest]:
     return out
 
 
-def run_apportion(nodes: list[Node], reqs: list[PlacementRequest]) -> tuple[float, int, dict]:
-    cs = ClusterState(Pool("p"), nodes)
+def with_host(reqs: list[PlacementRequest], seed: int) -> list[PlacementRequest]:
+    """The requests asking CPU and memory too (seeded, a few sizes per GPU)."""
+    rng = random.Random(seed + 1)
+    out = []
+    for r in reqs:
+        gpus = max(1, r.whole_devices)
+        out.append(replace(r, cpu_milli=rng.choice((2, 4, 8, 16)) * 1000 * gpus,
+                           memory_mib=rng.choice((16, 32, 64, 128)) * 1024 * gpus))
+    return out
+
+
+def run_apportion(nodes: list[Node], reqs: list[PlacementRequest],
+                  packing: Packing = Packing.BEST_FIT,
+                  mix: ShapeMix | None = None) -> tuple[float, int, dict]:
+    cs = ClusterState(Pool("p", packing=packing), nodes, mix=mix)
+    owned = [replace(r, owner=(i, 0, 0)) for i, r in enumerate(reqs)]
     placed = 0
     start = time.perf_counter()
-    for i, r in enumerate(reqs):
-        res = cs.place(r)
+    for r in owned:
+        res = cs.place_and_occupy(r)
         if res.ok:
-            cs.occupy((i, 0, 0), res.pods)
             placed += 1
-    return time.perf_counter() - start, placed, cs.counters.as_dict()
+    counters = cs.counters.as_dict()
+    frag = cs._book.frag
+    if frag is not None:
+        counters["fragmentation_picks"] = frag.picks
+        counters["states_scored"] = frag.states_scored
+        counters["states_seen"] = len(frag.states)
+    return time.perf_counter() - start, placed, counters
 
 
 def run_linear(nodes: list[Node], reqs: list[PlacementRequest]) -> tuple[float, int]:
@@ -103,6 +129,13 @@ def main() -> None:
     reqs = make_requests(args.requests, args.seed)
     t_app, placed_app, counters = run_apportion(nodes, reqs)
     t_lin, placed_lin = run_linear(nodes, reqs)
+    host_nodes = [replace(n, cpu_milli=128_000, memory_mib=1024 * 1024) for n in nodes]
+    host_reqs = with_host(reqs, args.seed)
+    mix = ShapeMix.of(PodShape(r.charge, r.whole_devices, r.cpu_milli, r.memory_mib)
+                      for r in host_reqs)
+    t_bf, placed_bf, _ = run_apportion(host_nodes, host_reqs)
+    t_fr, placed_fr, frag_counters = run_apportion(host_nodes, host_reqs,
+                                                   Packing.FRAGMENTATION, mix)
     result = {
         "requests": len(reqs),
         "placed_apportion": placed_app,
@@ -115,6 +148,14 @@ def main() -> None:
             counters["nodes_examined"] / max(1, counters["placements"]), 3
         ),
         "counters": counters,
+        "host_best_fit_per_s": round(len(reqs) / t_bf),
+        "host_fragmentation_per_s": round(len(reqs) / t_fr),
+        "host_ratio_vs_gpu_only": {"best_fit": round(t_app / t_bf, 3),
+                                   "fragmentation": round(t_app / t_fr, 3)},
+        "placed_host": {"best_fit": placed_bf, "fragmentation": placed_fr},
+        "fragmentation_counters": frag_counters,
+        "states_scored_per_pick": round(frag_counters.get("states_scored", 0)
+                                        / max(1, frag_counters.get("fragmentation_picks", 1)), 2),
     }
     print(json.dumps(result))
 

@@ -437,5 +437,5 @@ def _check_request(req: PlacementRequest) -> None:
     """Bad input at the boundary is a bug of the caller: ValueError."""
     if req.pods < 1 or not 1 <= req.min_pods <= req.pods:
         raise ValueError(f"need 1 <= min_pods <= pods, got {req.min_pods}/{req.pods}")
-    if req.whole_devices < 0 or (req.whole_devices == 0 and req.charge <= 0):
+    if req.whole_devices < 0 or (req.whole_devices == 0 and req.charge < 0):
         raise ValueError(f"bad request size: charge {req.charge}, whole {req.whole_devices}")

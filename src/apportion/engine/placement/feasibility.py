@@ -65,6 +65,8 @@ def node_pods(shape: NodeShape, req: PlacementRequest) -> int:
         pods = gpus // req.whole_devices
     elif 0 < req.charge <= FULL:
         pods = gpus * (FULL // req.charge)
+    elif req.charge == 0:  # host resources only
+        pods = UNLIMITED
     else:
         return 0
     if req.cpu_milli and cpu < UNLIMITED:
@@ -122,7 +124,7 @@ def never_result(
             failure=no_fit,
             message=f"needs {pod_text(req)} on one node; the largest node has {largest}",
         )
-    if not req.whole_devices and not 0 < req.charge <= FULL:
+    if not req.whole_devices and not 0 <= req.charge <= FULL:
         return PlacementResult(
             failure=no_fit, message=f"needs {req.charge} milli-GPU of one device; a device has 1000"
         )

@@ -27,21 +27,23 @@ node.
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
 from collections.abc import Iterable
 from typing import cast
 
 from apportion.engine.placement.device_book import Constraints, DeviceBook, FilterKey
 from apportion.engine.placement.host_book import UNLIMITED
 from apportion.engine.placement.scope_index import FULL, ScopeIndex
-from apportion.engine.placement.shapes import ShapeMix
+from apportion.engine.placement.shapes import PodShape, ShapeMix
 from apportion.engine.placement.types import PlacementRequest
 
 #: A node state: (gpu type, free milli per device sorted high to low, free
 #: CPU, free memory).
 State = tuple[str | None, tuple[int, ...], int, int]
-#: A scored option on one state: (ΔF, free left (best fit), device free before
-#: for a share / 0 for whole GPUs). None: the request does not fit.
-Option = tuple[int, int, int]
+#: A scored option on one state: (minus the score, ΔF, free left (best fit),
+#: device free before for a share / 0 for whole GPUs). None: it does not fit.
+Option = tuple[int, int, int, int]
 
 
 class Fragmentation:
@@ -50,11 +52,14 @@ class Fragmentation:
     def __init__(self, book: DeviceBook, mix: ShapeMix) -> None:
         self.book = book
         self.mix = mix
-        self.shapes = _shapes(mix)
+        self._measure(mix)
         self.state_id: dict[State, int] = {}
         self.states: list[State] = []
         self.frag_of: list[int] = []
         self.node_state: list[int] = [-1] * len(book.nodes)
+        #: per GPU type: how many devices of ready nodes have each gap (free
+        #: milli strictly between 0 and 1000)
+        self.gaps: dict[str | None, dict[int, int]] = {}
         #: scope key -> state id -> sorted ranks of the scope's nodes in it
         self.groups: dict[object, dict[int, list[int]]] = {}
         self.node_groups: list[list[dict[int, list[int]]]] = [[] for _ in book.nodes]
@@ -68,9 +73,21 @@ class Fragmentation:
         """Measure against ``mix`` from now on (node groups are kept)."""
         if mix == self.mix:
             return
-        self.mix, self.shapes = mix, _shapes(mix)
+        self.mix = mix
+        self._measure(mix)
         self.frag_of = [self.frag(state) for state in self.states]
         self._options.clear()
+
+    def _measure(self, mix: ShapeMix) -> None:
+        """The typical shapes of ``mix`` (see :func:`typical`), their weights
+        and the score thresholds."""
+        shapes = typical(mix)
+        self.shapes = _shapes(ShapeMix(shapes))
+        gpu_weight = sum(c for c, *_ in self.shapes)
+        #: weight of the typical shapes that use no GPU: to them every free
+        #: GPU is a fragment, so each milli placed lowers F by this much
+        self.no_gpu_weight = sum(c for s, c in shapes if not s.uses_gpus)
+        self.thresholds = score_thresholds(gpu_weight + self.no_gpu_weight)
 
     # -- states --------------------------------------------------------------
     def _state(self, rank: int) -> int:
@@ -120,9 +137,21 @@ class Fragmentation:
             if new == old:
                 continue
             self.node_state[rank] = new
+            self._count_gaps(old, -1)
+            self._count_gaps(new, 1)
             for groups in self.node_groups[rank]:
                 _move(groups, rank, old, new)
         changed.clear()
+
+    def _count_gaps(self, sid: int, sign: int) -> None:
+        """Add (1) or remove (-1) a node in state ``sid`` from the gap counts."""
+        if sid < 0:
+            return
+        gpu_type, avails, _, _ = self.states[sid]
+        gaps = self.gaps.setdefault(gpu_type, {})
+        for a in avails:
+            if 0 < a < FULL:
+                gaps[a] = gaps.get(a, 0) + sign
 
     def _groups(self, scope: ScopeIndex) -> dict[int, list[int]]:
         found = self.groups.get(scope.key)
@@ -136,8 +165,11 @@ class Fragmentation:
         return found
 
     # -- picking ---------------------------------------------------------------
-    def pick(self, scope: ScopeIndex, req: PlacementRequest) -> list[tuple[int, int]] | None:
-        """(device id, milli) for the next pod of ``req`` in ``scope``, or None."""
+    def pick(
+        self, scope: ScopeIndex, req: PlacementRequest
+    ) -> tuple[int, list[tuple[int, int]]] | None:
+        """(node rank, [(device id, milli)]) for the next pod of ``req`` in
+        ``scope``, or None."""
         self.sync()
         self.picks += 1
         groups = self._groups(scope)
@@ -145,32 +177,66 @@ class Fragmentation:
         cache = self._options.get(key)
         if cache is None:
             cache = self._options[key] = {}
+        share = req.whole_devices == 0 and req.charge > 0
+        states, frag_of, score = self.states, self.frag_of, self._score
         best: tuple[int, int, int] | None = None
         best_option: Option | None = None
+        dss: dict[tuple[str | None, int], int] = {}
         for sid, ranks in groups.items():
-            if not ranks:
-                continue
             if sid in cache:
                 option = cache[sid]
             else:
-                option = cache[sid] = self._score(self.states[sid], self.frag_of[sid], req)
+                option = cache[sid] = score(states[sid], frag_of[sid], req)
                 self.states_scored += 1
-            if option is None:
+            if option is None or (best is not None and option[0] > best[0]):
                 continue
-            rank = ranks[0]
-            order = (option[0], option[1], rank)
+            tie = 0
+            if share:
+                where = (states[sid][0], option[3])
+                if where in dss:
+                    tie = dss[where]
+                else:
+                    tie = dss[where] = self._gap_change(where[0], where[1], req.charge)
+            order = (option[0], tie, ranks[0])
             if best is None or order < best:
                 best, best_option = order, option
         if best is None or best_option is None:
             return None
-        return self._devices(best[2], best_option, req)
+        return best[2], self._devices(best[2], best_option, req)
+
+    def _gap_change(self, gpu_type: str | None, before: int, charge: int) -> int:
+        """Among equally scored nodes (see the module doc): the change in
+        Σ N(g)² of the type's gap counts when a share of ``charge`` goes on a
+        device with ``before`` free (Sum-of-Squares): the gap it leaves
+        becomes more common, the one it fills rarer."""
+        gaps = self.gaps.get(gpu_type, {})
+        after = before - charge
+        grow = 2 * gaps.get(after, 0) + 1 if after > 0 else 0
+        shrink = 2 * gaps.get(before, 0) - 1 if before < FULL else 0
+        return grow - shrink
 
     def _score(self, state: State, before: int, req: PlacementRequest) -> Option | None:
+        """The best option for one more pod of ``req`` on a node in ``state``
+        (None if it does not fit): the device with the least ΔF, then best fit;
+        its score first."""
+        option = self._option(state, before, req)
+        if option is None:
+            return None
+        placed = req.whole_devices * FULL if req.whole_devices else req.charge
+        delta = option[1] - placed * self.no_gpu_weight
+        thresholds = self.thresholds
+        score = len(thresholds) - bisect_left(thresholds, delta)
+        return (-score, option[1], option[2], option[3])
+
+    def _option(self, state: State, before: int, req: PlacementRequest) -> Option | None:
         gpu_type, avails, cpu, mem = state
         if (req.cpu_milli and req.cpu_milli > cpu) or (req.memory_mib and req.memory_mib > mem):
             return None
         cpu_after = cpu - req.cpu_milli if cpu < UNLIMITED else cpu
         mem_after = mem - req.memory_mib if mem < UNLIMITED else mem
+        if req.whole_devices == 0 and req.charge == 0:  # host resources only
+            delta = self.frag((gpu_type, avails, cpu_after, mem_after)) - before
+            return (0, delta, min(cpu_after, UNLIMITED), 0)
         if req.whole_devices:
             full = sum(1 for a in avails if a >= FULL)
             if full < req.whole_devices:
@@ -178,7 +244,7 @@ class Fragmentation:
             after = tuple(sorted((*avails[req.whole_devices:], *([0] * req.whole_devices)),
                                  reverse=True))
             delta = self.frag((gpu_type, after, cpu_after, mem_after)) - before
-            return (delta, full - req.whole_devices, 0)
+            return (0, delta, full - req.whole_devices, 0)
         charge = req.charge
         fitting = sorted({a for a in avails if a >= charge})
         if not fitting:
@@ -191,7 +257,7 @@ class Fragmentation:
             rest[rest.index(a)] = a - charge
             after = tuple(sorted(rest, reverse=True))
             delta = self.frag((gpu_type, after, cpu_after, mem_after)) - before
-            option = (delta, a - charge, a)
+            option = (0, delta, a - charge, a)
             if best is None or option < best:
                 best = option
         return best
@@ -200,11 +266,50 @@ class Fragmentation:
         book = self.book
         if req.whole_devices:
             return [(g, FULL) for g in book.full_devs[rank][: req.whole_devices]]
+        if req.charge == 0:
+            return []
         first = book.first_dev[rank]
         for g in range(first, first + book.nodes[rank].gpus):
-            if book.avail[g] == option[2]:
+            if book.avail[g] == option[3]:
                 return [(g, req.charge)]
         raise AssertionError("fragmentation index out of sync with the book")
+
+
+#: Typical shapes: the most frequent ones that together cover this share (in
+#: percent) of the mix's pods, as FGD measures against (its ``typical pods``).
+TYPICAL_COVER_PCT = 95
+#: Score levels: ΔF maps to one of this many steps of the logistic curve.
+SCORE_LEVELS = 50
+
+
+def typical(mix: ShapeMix) -> tuple[tuple[PodShape, int], ...]:
+    """The mix's typical shapes with their counts: memory set aside (FGD does
+    not measure fragmentation against it; placement still checks it), the most
+    frequent shapes first (ties by shape) until they cover
+    :data:`TYPICAL_COVER_PCT` of the pods."""
+    merged: dict[PodShape, int] = {}
+    for s, c in mix.shapes:
+        key = PodShape(s.charge, s.whole_devices, s.cpu_milli, 0, s.gpu_types)
+        merged[key] = merged.get(key, 0) + c
+    total = sum(merged.values())
+    out: list[tuple[PodShape, int]] = []
+    covered = 0
+    for shape, count in sorted(merged.items(), key=lambda kv: (-kv[1], kv[0])):
+        if covered * 100 >= total * TYPICAL_COVER_PCT:
+            break
+        out.append((shape, count))
+        covered += count
+    return tuple(sorted(out))
+
+
+def score_thresholds(weight: int, levels: int = SCORE_LEVELS) -> list[int]:
+    """Integer ΔF thresholds, ascending: a weighted fragmentation change d
+    scores ``#{t >= d}``, which is ``int(levels * sigmoid(-d / (1000 * weight)))``
+    (FGD's score) computed once here, so that picks compare integers only."""
+    out = []
+    for k in range(1, levels):
+        out.append(math.floor(-1000 * weight * math.log(k / (levels - k))))
+    return sorted(out)
 
 
 def _shapes(mix: ShapeMix) -> list[tuple[int, int, int, int, int, frozenset[str] | None]]:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
+from typing import cast
 
-from apportion.engine.placement.device_book import DeviceBook
+from apportion.engine.placement.device_book import Constraints, DeviceBook, FilterKey
 from apportion.engine.placement.feasibility import (
     cpu_text,
     host_text,
@@ -32,6 +33,31 @@ from apportion.engine.placement.types import FailureKind, PlacementRequest, Plac
 
 def host_of(req: PlacementRequest) -> Host:
     return (req.cpu_milli, req.memory_mib)
+
+
+def is_host_only(req: PlacementRequest) -> bool:
+    """A pod that asks no GPU, only CPU and memory (the placement layer takes
+    them for replays of real clusters; SPEC 1 workloads always ask GPUs)."""
+    return req.whole_devices == 0 and req.charge == 0
+
+
+def scope_nodes(book: DeviceBook, scope: ScopeIndex) -> list[int]:
+    """Ranks of the scope's ready nodes (a pass over its members)."""
+    fkey, constraints = cast(tuple[FilterKey, Constraints], scope.key)
+    return [r for r in book.member_nodes(fkey, constraints) if book.is_ready[r]]
+
+
+def pick_host_only(book: DeviceBook, scope: ScopeIndex, req: PlacementRequest) -> int | None:
+    """Best fit for a pod without GPUs: the node with the least free CPU (then
+    memory) that holds it, ties by name."""
+    host, hb = host_of(req), book.host
+    best: tuple[int, int, int] | None = None
+    for rank in scope_nodes(book, scope):
+        if hb.holds(rank, host):
+            key = (hb.cpu_free(rank), hb.mem_free(rank), rank)
+            if best is None or key < best:
+                best = key
+    return None if best is None else best[2]
 
 
 def binds(book: DeviceBook, req: PlacementRequest) -> bool:
@@ -71,6 +97,13 @@ def rooms(book: DeviceBook, scope: ScopeIndex, req: PlacementRequest) -> Iterato
 
 def fit_count(book: DeviceBook, scope: ScopeIndex, req: PlacementRequest, limit: int) -> int:
     """How many pods of ``req`` fit in ``scope`` now, counted up to ``limit``."""
+    if is_host_only(req):
+        hb, host, count = book.host, host_of(req), 0
+        for rank in scope_nodes(book, scope):
+            count += hb.pods_fit(rank, host)
+            if count >= limit:
+                return limit
+        return count
     if not binds(book, req):
         return scope.fit_count(req.charge, req.whole_devices, limit)
     if req.whole_devices == 0 and not 0 < req.charge <= FULL:
@@ -129,6 +162,11 @@ def host_result(
     """HOST_RESOURCES when the GPUs for ``min_pods`` pods are free in ``scope``
     but CPU or memory keeps them from fitting (only ``fitting`` do); None when
     the GPUs themselves are short (the GPU reasons apply)."""
+    if is_host_only(req):
+        return PlacementResult(
+            failure=FailureKind.HOST_RESOURCES,
+            message=f"needs {host_text(req).removeprefix(' with ')}; {fitting} pods fit now",
+            fitting_pods=fitting, free_milli=scope.free_total)
     if not binds(book, req):
         return None
     if scope.fit_count(req.charge, req.whole_devices, req.min_pods) < req.min_pods:

@@ -12,17 +12,35 @@ from __future__ import annotations
 
 from apportion.domain.workload import DeviceShare, Placement, PodPlacement
 from apportion.engine.placement.device_book import DeviceBook
-from apportion.engine.placement.host_fit import binds, host_of, pick_host
+from apportion.engine.placement.host_fit import (
+    binds,
+    host_of,
+    is_host_only,
+    pick_host,
+    pick_host_only,
+)
 from apportion.engine.placement.scope_index import FULL, ScopeIndex
 from apportion.engine.placement.types import Counters, PlacementRequest
+
+
+def pick(
+    book: DeviceBook, scope: ScopeIndex, req: PlacementRequest
+) -> tuple[int, list[tuple[int, int]]] | None:
+    """(node rank, [(device id, milli)]) for the next pod of ``req`` in
+    ``scope``, or None; a pod asking no GPU (host resources only) gets no device."""
+    if book.frag is not None:
+        return book.frag.pick(scope, req)
+    if is_host_only(req):
+        rank = pick_host_only(book, scope, req)
+        return None if rank is None else (rank, [])
+    chosen = pick_devices(book, scope, req)
+    return None if chosen is None else (book.dev_node[chosen[0][0]], chosen)
 
 
 def pick_devices(
     book: DeviceBook, scope: ScopeIndex, req: PlacementRequest
 ) -> list[tuple[int, int]] | None:
-    """(device id, milli) for the next pod of ``req`` in ``scope``, or None."""
-    if book.frag is not None:
-        return book.frag.pick(scope, req)
+    """Best fit: (device id, milli) for the next pod of ``req`` in ``scope``, or None."""
     if binds(book, req):
         return pick_host(book, scope, req)
     if req.whole_devices:
@@ -57,12 +75,13 @@ def pack(
     """
     pods: list[PodPlacement] = []
     for number in range(count):
-        chosen = pick_devices(book, scope, req)
-        if chosen is None:
+        picked = pick(book, scope, req)
+        if picked is None:
             raise AssertionError(f"index promised {count} pods, only {number} placed")
+        rank, chosen = picked
         counters.nodes_examined += 1
         counters.devices_examined += len(chosen)
-        node = book.nodes[book.dev_node[chosen[0][0]]].name
+        node = book.nodes[rank].name
         shares = tuple(DeviceShare(book.dev_index[g], milli) for g, milli in chosen)
         pods.append(PodPlacement(node, shares))
         if number + 1 < count:
@@ -70,6 +89,6 @@ def pack(
                 book.add_stay(g, milli)
             host = host_of(req)
             if host[0] or host[1]:
-                book.host.add(book.dev_node[chosen[0][0]], 0, *host)
+                book.host.add(rank, 0, *host)
             book.flush()
     return tuple(pods)

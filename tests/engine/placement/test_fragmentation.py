@@ -1,0 +1,175 @@
+"""``packing: fragmentation`` (SPEC 5): pods go where the pool's fragmentation
+against its typical pod shapes grows least; properties over random pools."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apportion.domain.cluster import Node, Packing, Pool
+from apportion.domain.workload import DeviceShare, PodPlacement
+from apportion.engine.placement import ClusterState, PlacementRequest, PodShape, ShapeMix
+from apportion.engine.placement.fragmentation import score_thresholds, typical
+
+
+def req(milli: int, whole: int = 0, cpu: int = 0, mem: int = 0, owner: int = 1,
+        pods: int = 1) -> PlacementRequest:
+    return PlacementRequest(pods=pods, min_pods=pods, charge=milli, whole_devices=whole,
+                            cpu_milli=cpu, memory_mib=mem, owner=(owner, 0, 0))
+
+
+def pool(packing: Packing = Packing.FRAGMENTATION) -> Pool:
+    return Pool("p", packing=packing)
+
+
+# The worked example of docs/placement.md: a CPU-rich node "a" and a CPU-poor
+# node "b", two GPUs each; the pool runs 1-GPU pods with 8 CPUs (3 of 4) and
+# half-GPU pods with 24 CPUs (1 of 4).
+WORKED_MIX = ShapeMix.of([(PodShape(1000, 1, 8000), 3), (PodShape(500, 0, 24000), 1)])
+WORKED_NODES = [Node("a", "p", 2, cpu_milli=64000), Node("b", "p", 2, cpu_milli=16000)]
+
+
+def test_the_worked_example_keeps_the_cpu_rich_node_for_cpu_heavy_shares() -> None:
+    frag = ClusterState(pool(), WORKED_NODES, mix=WORKED_MIX)
+    best = ClusterState(pool(Packing.BEST_FIT), WORKED_NODES, mix=WORKED_MIX)
+    one_gpu = req(1000, 1, cpu=8000)
+    # best fit: both nodes have 2 free GPUs, the name decides: a
+    assert best.place(one_gpu).pods[0].node == "a"
+    # fragmentation: on b the half-GPU shape could never run (16 < 24 CPUs), so
+    # b's GPUs are fragments already; using one of them lowers F by 1000, while
+    # on a the pod leaves F at 0
+    assert frag.place(one_gpu).pods[0].node == "b"
+    state = frag._book.frag
+    assert state is not None
+    assert state.frag(("x", (1000, 1000), 16000, 1 << 62)) == 2000
+    assert state.frag(("x", (1000, 0), 8000, 1 << 62)) == 1000
+    assert state.frag(("x", (1000, 1000), 64000, 1 << 62)) == 0
+
+
+def test_scores_are_fgds_logistic_steps_in_integers() -> None:
+    def score(delta: int, levels: int) -> int:
+        return sum(1 for t in score_thresholds(4, levels) if delta <= t)
+    assert score(-1000, 100) == 56  # FGD's int(100 * sigmoid(0.25))
+    assert score(0, 100) == 50
+    assert score(-1000, 50) == 28  # apportion's default: int(50 * sigmoid(0.25))
+    assert score(-999, 50) == 28 and score(-1, 50) == 25 and score(0, 50) == 25
+    assert score(4 * 1000 * 10, 50) == 0
+
+
+def test_typical_shapes_cover_95_percent_of_pods_and_set_memory_aside() -> None:
+    shapes = [(PodShape(500, 0, 1000, 4096), 60), (PodShape(500, 0, 1000, 8192), 30),
+              (PodShape(1000, 1, 8000), 6), (PodShape(250, 0, 2000), 4)]
+    got = typical(ShapeMix.of(shapes))
+    assert got == ((PodShape(500, 0, 1000, 0), 90), (PodShape(1000, 1, 8000, 0), 6))
+
+
+def test_four_quarter_gpus_still_share_one_device() -> None:
+    mix = ShapeMix.of([(PodShape(250), 4), (PodShape(1000, 1), 4)])
+    cs = ClusterState(pool(), [Node("a", "p", 2), Node("b", "p", 2)], mix=mix)
+    devices = set()
+    for i in range(4):
+        res = cs.place_and_occupy(req(250, owner=i + 1))
+        devices.add((res.pods[0].node, res.pods[0].devices[0].index))
+    assert len(devices) == 1
+
+
+def test_a_fraction_still_prefers_an_already_shared_device() -> None:
+    mix = ShapeMix.of([(PodShape(500), 2), (PodShape(1000, 1), 2)])
+    cs = ClusterState(pool(), [Node("a", "p", 2), Node("b", "p", 2)], mix=mix)
+    cs.occupy((9, 0, 0), (PodPlacement("b", (DeviceShare(1, 500),)),))
+    res = cs.place(req(500))
+    assert (res.pods[0].node, res.pods[0].devices[0].index) == ("b", 1)
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> tuple[list[Node], ShapeMix, list[PlacementRequest]]:
+    nodes = [Node(f"n{i}", "p", draw(st.integers(1, 8)),
+                  gpu_type=draw(st.sampled_from(["t4", "v100"])),
+                  cpu_milli=draw(st.sampled_from([None, 8000, 32000, 96000])),
+                  memory_mib=draw(st.sampled_from([None, 65536, 262144])))
+             for i in range(draw(st.integers(1, 6)))]
+    shape = st.builds(
+        lambda g, cpu, mem, types: (PodShape(1000 if g >= 1000 else g, g // 1000, cpu, mem,
+                                             types)),
+        st.sampled_from([0, 110, 250, 460, 500, 810, 1000, 2000, 4000]),
+        st.sampled_from([0, 1000, 4000, 12000]), st.sampled_from([0, 4096, 32768]),
+        st.sampled_from([(), ("t4",), ("v100",)]))
+    shapes = draw(st.lists(shape, min_size=1, max_size=8))
+    mix = ShapeMix.of((s, draw(st.integers(1, 5))) for s in shapes)
+    reqs = [PlacementRequest(pods=draw(st.integers(1, 3)), min_pods=1, charge=s.charge,
+                             whole_devices=s.whole_devices, cpu_milli=s.cpu_milli,
+                             memory_mib=s.memory_mib, gpu_types=s.gpu_types,
+                             owner=(k + 1, 0, 0))
+            for k, s in enumerate(draw(st.lists(st.sampled_from(shapes), max_size=25)))]
+    return nodes, mix, reqs
+
+
+def nonzero(gaps: dict[str | None, dict[int, int]]) -> dict[str | None, dict[int, int]]:
+    out = {k: {g: c for g, c in v.items() if c} for k, v in gaps.items()}
+    return {k: v for k, v in out.items() if v}
+
+
+def replay(nodes: list[Node], mix: ShapeMix, reqs: list[PlacementRequest],
+           packing: Packing = Packing.FRAGMENTATION) -> list[object]:
+    cs = ClusterState(pool(packing), nodes, mix=mix)
+    out: list[object] = []
+    gpu: dict[tuple[str, int], int] = {}
+    cpu: dict[str, int] = {}
+    mem: dict[str, int] = {}
+    caps = {n.name: n for n in nodes}
+    for r in reqs:
+        fits = cs.fits(r)
+        res = cs.place_and_occupy(r)
+        assert res.ok == fits  # the index's count and the packing agree
+        out.append(res.pods)
+        for pod in res.pods:
+            node = caps[pod.node]
+            assert (not r.gpu_types) or node.gpu_type in r.gpu_types
+            cpu[pod.node] = cpu.get(pod.node, 0) + r.cpu_milli
+            mem[pod.node] = mem.get(pod.node, 0) + r.memory_mib
+            for d in pod.devices:
+                gpu[(pod.node, d.index)] = gpu.get((pod.node, d.index), 0) + d.milli
+    for (name, _), used in gpu.items():
+        assert used <= 1000, name
+    for name, used in cpu.items():
+        assert caps[name].cpu_milli is None or used <= caps[name].cpu_milli
+    for name, used in mem.items():
+        assert caps[name].memory_mib is None or used <= caps[name].memory_mib
+    frag = cs._book.frag
+    if frag is not None:  # the grouped node states equal a fresh computation
+        frag.sync()
+        fresh = ClusterState(pool(), nodes, mix=mix)
+        for owner, placement in ((r.owner, p) for r, p in zip(reqs, out, strict=True)):
+            fresh.hosts = {**fresh.hosts, owner[0]: (
+                next(q.cpu_milli for q in reqs if q.owner == owner),
+                next(q.memory_mib for q in reqs if q.owner == owner))}
+            if placement:
+                fresh.occupy(owner, placement)  # type: ignore[arg-type]
+        other = fresh._book.frag
+        assert other is not None
+        other.sync()
+        assert [frag.states[s] for s in frag.node_state] == [
+            other.states[s] for s in other.node_state]
+        assert nonzero(frag.gaps) == nonzero(other.gaps)
+    return out
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(worlds())
+def test_fragmentation_packing_never_overfills_and_is_deterministic(
+    world: tuple[list[Node], ShapeMix, list[PlacementRequest]],
+) -> None:
+    nodes, mix, reqs = world
+    assert replay(nodes, mix, reqs) == replay(nodes, mix, reqs)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(worlds())
+def test_best_fit_with_host_resources_never_overfills(
+    world: tuple[list[Node], ShapeMix, list[PlacementRequest]],
+) -> None:
+    nodes, mix, reqs = world
+    assert replay(nodes, mix, reqs, Packing.BEST_FIT) == replay(nodes, mix, reqs,
+                                                                 Packing.BEST_FIT)

@@ -5,11 +5,9 @@
   types, CPU, memory), ``place_and_occupy``.
 * The prior: ``ShapeMix.of`` the trace's pods (GPU shapes and CPU-only ones, counted),
   the same knowledge FGD's typical pods are made from.
-* CPU-only pods (a sixth of the trace): apportion schedules GPU workloads and has no
-  request for them, but they take CPU and memory on the GPU nodes, which is what
-  strands GPUs. The bench puts each where the simulator's best-fit baseline would
-  (its score with no GPU asked, ties by node name) and books it with ``occupy`` and
-  no devices, so the engine counts its host resources.
+* CPU-only pods (a sixth of the trace): a request with charge 0 and no whole
+  devices, which the placement layer accepts for trace replays (SPEC 1 workloads
+  always ask GPUs); the engine chooses their node like any other pod's.
 * Memory mode: a share's charge differs per model; one request per distinct charge
   (its models as ``gpu_types``), ``place`` each, keep the tightest (least left on
   the device), ``occupy`` it.
@@ -19,9 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from fgd.baselines import MAX_SPEC_CPU, MAX_SPEC_GPU, pick_node
 from fgd.replay import Placer
 from fgd.trace import MILLI, NodeRow, PodRow, charge
 
@@ -34,7 +29,6 @@ def apportion_placer(policy: str, nodes: Sequence[NodeRow], names: Sequence[str]
     sees (its ties go by name, so they carry the seeded rank like the simulator's),
     ``workload`` is the trace's pods, given as the prior shape mix."""
     from apportion.domain.cluster import Node, Packing, Pool
-    from apportion.domain.workload import PodPlacement
     from apportion.engine.placement import (
         ClusterState,
         PlacementRequest,
@@ -48,13 +42,6 @@ def apportion_placer(policy: str, nodes: Sequence[NodeRow], names: Sequence[str]
                  cpu_milli=r.cpu_milli, memory_mib=r.memory_mib) for i, r in enumerate(nodes)]
     models = sorted({r.model for r in nodes})
     index = {names[i]: i for i in range(len(nodes))}
-    rank = np.array(sorted(range(len(names)), key=lambda i: names[i]), dtype=np.int64)
-    rank[rank.copy()] = np.arange(len(names))
-    # the bench's mirror of free host resources and GPU milli, for CPU-only pods
-    free_cpu = np.array([r.cpu_milli for r in nodes], dtype=np.int64)
-    free_mem = np.array([r.memory_mib for r in nodes], dtype=np.int64)
-    free_gpu = np.array([r.gpus * MILLI for r in nodes], dtype=np.int64)
-
     memo: dict[tuple[int, int, str], list[tuple[int, tuple[str, ...]]]] = {}
 
     def groups(pod: PodRow) -> list[tuple[int, tuple[str, ...]]]:
@@ -76,15 +63,13 @@ def apportion_placer(policy: str, nodes: Sequence[NodeRow], names: Sequence[str]
         return [(c, tuple(ms)) for c, ms in sorted(by.items())]
 
     def request_shape(pod: PodRow, c: int) -> tuple[int, int]:
-        """(charge, whole devices) of the engine's request."""
+        """(charge, whole devices) of the engine's request (0, 0 for CPU-only)."""
         whole = pod.num_gpu if c >= MILLI else 0
         return (MILLI if whole else c), whole
 
     def shapes(pod: PodRow) -> list[PodShape]:
-        if pod.num_gpu == 0:
-            return [PodShape(charge=0, cpu_milli=pod.cpu_milli, memory_mib=pod.memory_mib)]
         out = []
-        for c, types in groups(pod):
+        for c, types in (groups(pod) if pod.num_gpu else [(0, ())]):
             ch, whole = request_shape(pod, c)
             out.append(PodShape(charge=ch, whole_devices=whole, cpu_milli=pod.cpu_milli,
                                 memory_mib=pod.memory_mib, gpu_types=types))
@@ -95,34 +80,11 @@ def apportion_placer(policy: str, nodes: Sequence[NodeRow], names: Sequence[str]
     state = ClusterState(pool, objs, hosts=hosts, mix=mix)
     counter = [0]
 
-    def booked(i: int, devices: list[int], milli: int, pod: PodRow
-               ) -> tuple[int, list[int], int]:
-        free_cpu[i] -= pod.cpu_milli
-        free_mem[i] -= pod.memory_mib
-        free_gpu[i] -= milli * len(devices)
-        return i, devices, milli
-
-    def place_cpu_only(pod: PodRow, owner: tuple[int, int, int]
-                       ) -> tuple[int, list[int], int] | None:
-        idx = np.flatnonzero((free_cpu >= pod.cpu_milli) & (free_mem >= pod.memory_mib))
-        if len(idx) == 0:
-            return None
-        score = (free_cpu[idx] - pod.cpu_milli) / MAX_SPEC_CPU * 0.5
-        score = score + free_gpu[idx] / MAX_SPEC_GPU * 0.5
-        raw = np.trunc((1.0 - score) * 100.0).astype(np.int64)
-        lo, hi = raw.min(), raw.max()
-        norm = (raw - lo) * 100 // (hi - lo) if hi > lo else np.zeros_like(raw)
-        i = int(idx[pick_node(norm, rank[idx])])
-        state.occupy(owner, (PodPlacement(node=names[i], devices=()),))
-        return booked(i, [], 0, pod)
-
     def place(pod: PodRow) -> tuple[int, list[int], int] | None:
         counter[0] += 1
         owner = (counter[0], 0, 0)
         hosts[counter[0]] = (pod.cpu_milli, pod.memory_mib)
-        if pod.num_gpu == 0:
-            return place_cpu_only(pod, owner)
-        options = groups(pod)
+        options = groups(pod) if pod.num_gpu else [(0, ())]
         best = None
         for c, types in options:
             ch, whole = request_shape(pod, c)
@@ -134,8 +96,8 @@ def apportion_placer(policy: str, nodes: Sequence[NodeRow], names: Sequence[str]
                 if not res.ok:
                     return None
                 p = res.pods[0]
-                return booked(index[p.node], [d.index for d in p.devices],
-                              p.devices[0].milli, pod)
+                return (index[p.node], [d.index for d in p.devices],
+                        p.devices[0].milli if p.devices else 0)
             res = state.place(req)
             if res.ok:
                 p = res.pods[0]
@@ -147,6 +109,6 @@ def apportion_placer(policy: str, nodes: Sequence[NodeRow], names: Sequence[str]
             return None
         state.occupy(owner, best[1])
         p = best[1][0]
-        return booked(index[p.node], [d.index for d in p.devices], p.devices[0].milli, pod)
+        return index[p.node], [d.index for d in p.devices], p.devices[0].milli
 
     return place

@@ -73,8 +73,8 @@ def _check_simulate(r: dict[str, Any]) -> None:
 
 
 def _check_fragmentation(r: dict[str, Any], dump: Path) -> None:
-    """The quick run: default trace, seeds 42-43, exact shares, every policy."""
-    assert (r["nodes"], r["capacity_gpus"], r["seeds"], r["modes"]) == (1213, 6212, [42, 43],
+    """The quick run: default trace, seed 42, exact shares, every policy."""
+    assert (r["nodes"], r["capacity_gpus"], r["seeds"], r["modes"]) == (1213, 6212, [42],
                                                                       ["exact"])
     trace = r["traces"]["openb_pod_list_default"]
     assert (trace["pods"], trace["pods_with_gpus"]) == (8152, 7064)
@@ -86,7 +86,7 @@ def _check_fragmentation(r: dict[str, Any], dump: Path) -> None:
     assert set(ours) == {"fgd", "best-fit", "dot-product", "random", "apportion",
                          "apportion-best-fit"}
     at100 = {p: v["unallocated_pct_at_100"]["mean"] for p, v in ours.items()}
-    # the paper's ranking, and its figures within what 2 seeds can tell apart
+    # the paper's ranking, and its figures within one seed's spread (sd 0.1-0.4)
     assert at100["fgd"] < at100["best-fit"] < at100["dot-product"] < at100["random"]
     for policy, figure in published.items():
         assert abs(at100[policy] - figure) < 0.8, (policy, at100[policy], figure)

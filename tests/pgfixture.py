@@ -77,8 +77,35 @@ def _as_pg_user(cmd: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *cmd]
 
 
+def _start_cluster(bindir: Path, tmp: str, data: str) -> int:
+    """Start the cluster in ``data`` on a free port; returns the port. The port is
+    free when chosen, but another process (an xdist worker starting its own
+    cluster, another developer's run) can take it before the postmaster binds it:
+    then the start fails and is tried again on another port (bounded)."""
+    log = os.path.join(tmp, "log")
+    for attempt in range(1, 6):
+        port = _free_port()
+        opts = (f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={tmp} "
+                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                "-c max_connections=200")
+        started = subprocess.run(_as_pg_user([str(bindir / "pg_ctl"), "-D", data, "-l", log,
+                                              "-o", opts, "-w", "-t", "120", "start"]),
+                                 capture_output=True)
+        if started.returncode == 0:
+            return port
+        subprocess.run(_as_pg_user([str(bindir / "pg_ctl"), "-D", data, "-m", "immediate",
+                                    "-w", "stop"]), capture_output=True)
+        if attempt == 5:
+            tail = Path(log).read_text()[-2000:] if os.path.exists(log) else ""
+            raise RuntimeError(f"PostgreSQL did not start ({attempt} ports tried): "
+                               f"{started.stderr.decode()[-1000:]}\n{tail}")
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
+    """One cluster per test session: with pytest-xdist, one per worker (each in its
+    own temporary directory, on its own port); tests get fresh databases in it."""
     bindir = find_pg_bin()
     if bindir is None:
         pytest.skip("PostgreSQL is not installed (no initdb under /usr/lib/postgresql/*/bin "
@@ -91,16 +118,10 @@ def pg_server() -> Iterator[PgServer]:
         except KeyError:
             pytest.skip("running as root and there is no 'postgres' user to run PostgreSQL")
         os.chown(tmp, pw.pw_uid, pw.pw_gid)
-    port = _free_port()
-    log = os.path.join(tmp, "log")
     subprocess.run(_as_pg_user([str(bindir / "initdb"), "-D", data, "-U", "postgres",
                                 "-A", "trust", "--no-sync", "-E", "UTF8"]),
                    check=True, capture_output=True)
-    opts = (f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={tmp} "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-            "-c max_connections=200")
-    subprocess.run(_as_pg_user([str(bindir / "pg_ctl"), "-D", data, "-l", log, "-o", opts,
-                                "-w", "start"]), check=True, capture_output=True)
+    port = _start_cluster(bindir, tmp, data)
     try:
         yield PgServer(port)
     finally:

@@ -21,25 +21,24 @@ from apportion.client import ApportionClient
 from apportion.clock import SYSTEM_CLOCK, Clock
 from apportion.service.control import ControlPlane
 from apportion.service.settings import Settings
+from tests.netutil import bound_socket, port_of
 from tests.timing import wait_until
 
 ADMIN_TOKEN = "apt_agenttests01_" + "a" * 32
 FAST = AgentOptions(poll_interval=0.1, heartbeat_interval=1.0, max_backoff=0.5)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class LiveServer:
-    """The control plane on ``port`` with its database at ``db_path``; restartable."""
+    """The control plane on a port of its own with its database at ``db_path``;
+    restartable (on the same port: agents keep its URL)."""
 
-    def __init__(self, db_path: Path, port: int) -> None:
+    def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+        # bound now and handed to uvicorn: the port is never free for another
+        # process (an xdist worker) to take between choosing it and serving on it
+        self._sock: socket.socket | None = bound_socket()
+        self.port = port_of(self._sock)
+        self.url = f"http://127.0.0.1:{self.port}"
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._control: ControlPlane | None = None
@@ -50,12 +49,16 @@ class LiveServer:
                             cycle_min_gap=0.02, rate_limit=0.0, lease_ttl=3.0)
         self._control = ControlPlane(settings)
         self._control.start()
-        config = uvicorn.Config(create_app(control=self._control), host="127.0.0.1",
-                                port=self.port, log_level="warning", lifespan="off")
+        config = uvicorn.Config(create_app(control=self._control), log_level="warning",
+                                lifespan="off")
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        # a restart binds the old port again (the stopped server closed its socket)
+        sock = self._sock if self._sock is not None else bound_socket(self.port)
+        self._sock = None
+        self._thread = threading.Thread(target=self._server.run,
+                                        kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()
-        wait_for(lambda: self._server is not None and self._server.started, 10, "server up")
+        wait_for(lambda: self._server is not None and self._server.started, 20, "server up")
 
     def stop(self) -> None:
         if self._server is not None and self._thread is not None:
@@ -100,7 +103,7 @@ class Cluster:
 
     def agent(self, executor: Executor, pool: str = "main",
               options: AgentOptions = FAST, clock: Clock = SYSTEM_CLOCK) -> AgentThread:
-        api = ApportionClient(self.server.url, self.agent_token, timeout=5.0)
+        api = ApportionClient(self.server.url, self.agent_token, timeout=30.0)
         state = StateFile(self.tmp / f"agent-{pool}.json")
         thread = AgentThread(Agent(api, executor, state, pool, options, clock=clock)).start()
         self.agents.append(thread)
@@ -126,9 +129,11 @@ class Cluster:
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     """A control plane with pool ``main`` (grace 1 s), teams research/{nlp,vision}
     and production, and an agent token for ``main``. No agent runs yet."""
-    server = LiveServer(tmp_path / "apportion.db", free_port())
+    server = LiveServer(tmp_path / "apportion.db")
     server.start()
-    admin = ApportionClient(server.url, ADMIN_TOKEN, timeout=5.0)
+    # request timeouts of 30 s: a loaded machine (parallel workers, other runs) answered
+    # a plain POST in more than 5 s; a dead server still fails at once (refused)
+    admin = ApportionClient(server.url, ADMIN_TOKEN, timeout=30.0)
     admin.create_pool("main", preemption_grace=1)
     token = admin.create_token("agent-main", "agent", pool="main")["token"]
     admin.create_team("research")

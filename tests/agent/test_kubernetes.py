@@ -23,7 +23,8 @@ from apportion.agent.executors.kubernetes import (
     KubeSettings,
     build_job,
 )
-from apportion.agent.model import ExecSpec, Run, RunStatus
+from apportion.agent.model import ExecSpec, Run, RunStatus, decision_from_json, exec_to_json
+from apportion.domain.host import cpu_quantity, memory_quantity
 from apportion.domain.workload import DeviceShare, PodPlacement
 from tests.agent.kubefake import FakeKube
 
@@ -34,11 +35,13 @@ SETTINGS = KubeSettings(namespace="apportion", pool="gpu-a",
 
 
 def _run(*pods: tuple[str, tuple[tuple[int, int], ...]], wid: int = 7, attempt: int = 1,
-         image: str | None = "ghcr.io/acme/train:1") -> Run:
+         image: str | None = "ghcr.io/acme/train:1", cpu_milli: int = 0, memory_mib: int = 0,
+         gpu_types: tuple[str, ...] = ()) -> Run:
     placement = tuple(PodPlacement(n, tuple(DeviceShare(i, m) for i, m in d)) for n, d in pods)
     return Run(f"w{wid}-a{attempt}", wid, attempt, placement,
                ExecSpec(name="train", team="nlp", image=image,
-                        command=("python", "train.py"), env={"EPOCHS": "3"}))
+                        command=("python", "train.py"), env={"EPOCHS": "3"},
+                        cpu_milli=cpu_milli, memory_mib=memory_mib, gpu_types=gpu_types))
 
 
 def _env(job: Job) -> dict[str, str]:
@@ -85,6 +88,68 @@ def test_multi_node_gang_uses_the_apportion_scheduler_name() -> None:
     assert job.spec.completions == job.spec.parallelism == 2
     placement = json.loads(job.metadata.annotations["apportion.io/placement"])
     assert [p["node"] for p in placement] == ["a1", "b1"]
+
+
+@pytest.mark.parametrize(("cpu_milli", "cpu"), [(8000, "8"), (500, "500m"), (2250, "2250m")])
+def test_host_cpu_and_memory_are_each_pods_requests_and_limits(cpu_milli: int, cpu: str
+                                                               ) -> None:
+    job = build_job(_run(("a1", ((0, 1000), (1, 1000))), cpu_milli=cpu_milli,
+                         memory_mib=65536), SETTINGS)
+    raw = job.to_dict()
+    assert codecs.from_dict(raw) == job
+    resources = raw["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources["requests"] == {"cpu": cpu, "memory": "65536Mi"}
+    assert resources["limits"] == {"cpu": cpu, "memory": "65536Mi", "nvidia.com/gpu": "2"}
+    # Kubernetes reads them back as the same amounts
+    assert cpu_quantity(resources["requests"]["cpu"]) == cpu_milli
+    assert memory_quantity(resources["limits"]["memory"]) == 65536
+
+
+def test_a_fraction_with_host_resources_requests_them_and_no_gpu() -> None:
+    job = build_job(_run(("a1", ((3, 250),)), memory_mib=512), SETTINGS)
+    resources = job.to_dict()["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"memory": "512Mi"}, "limits": {"memory": "512Mi"}}
+
+
+def test_no_host_resources_no_requests() -> None:
+    job = build_job(_run(("a1", ((0, 1000),))), SETTINGS)
+    resources = job.to_dict()["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert "requests" not in resources and "affinity" not in job.to_dict()["spec"]["template"][
+        "spec"]
+
+
+@pytest.mark.parametrize("types", [("v100-16g", "v100-32g"), ("H100",)])
+def test_gpu_types_become_a_required_node_affinity_in_over_the_gpu_type_label(
+    types: tuple[str, ...]
+) -> None:
+    job = build_job(_run(("a1", ((0, 1000),)), ("b1", ((0, 1000),)), gpu_types=types),
+                    KubeSettings(gpu_type_label="example.com/gpu-model"))
+    raw = job.to_dict()
+    assert codecs.from_dict(raw) == job
+    required = raw["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required == {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "example.com/gpu-model", "operator": "In", "values": list(types)}]}]}
+    assert "nodeSelector" not in raw["spec"]["template"]["spec"]
+
+
+def test_a_start_decision_carries_host_resources_and_gpu_types_to_the_job() -> None:
+    decision = decision_from_json({
+        "id": 1, "kind": "start", "workload_id": 7, "attempt": 1, "run_id": "w7-a1",
+        "placement": [{"node": "a1", "devices": [{"index": 0, "milli": 1000}]}],
+        "exec": {"name": "train", "team": "nlp", "image": "img", "command": ["true"],
+                 "cpu": 0.5, "memory_mib": 1024, "gpu_type": ["v100-32g", "v100-16g"]}})
+    assert (decision.exec.cpu_milli, decision.exec.memory_mib) == (500, 1024)
+    assert decision.exec.gpu_types == ("v100-16g", "v100-32g")
+    assert exec_to_json(decision.exec)["gpu_type"] == ["v100-16g", "v100-32g"]
+    pod = build_job(decision.to_run(0.0), SETTINGS).to_dict()["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"]["requests"] == {"cpu": "500m", "memory": "1024Mi"}
+    assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["v100-16g", "v100-32g"]
+    # a decision of an older server carries none of them
+    old = decision_from_json({"id": 2, "kind": "start", "workload_id": 8, "attempt": 1,
+                              "run_id": "w8-a1", "exec": {"name": "x"}})
+    assert (old.exec.cpu_milli, old.exec.memory_mib, old.exec.gpu_types) == (0, 0, ())
 
 
 def test_a_workload_without_an_image_is_refused() -> None:
@@ -155,6 +220,22 @@ def test_failed_job_reports_the_exit_code(kube: FakeKube) -> None:
     obs = ex.poll()[0]
     assert (obs.status, obs.exit_code) == (RunStatus.FAILED, 3)
     assert "exit code 3" in obs.message
+
+
+def test_pods_created_through_the_api_keep_their_requests_limits_and_affinity(
+    kube: FakeKube
+) -> None:
+    ex = KubernetesExecutor(kube.client(), SETTINGS)
+    ex.start(_run(("a1", ((0, 1000),)), cpu_milli=8000, memory_mib=65536,
+                  gpu_types=("H100", "H200")))
+    kube.job_controller()
+    (pod,) = kube.pods_of("apportion-w7-a1")
+    resources = pod["spec"]["containers"][0]["resources"]
+    assert resources["requests"] == {"cpu": "8", "memory": "65536Mi"}
+    assert resources["limits"]["memory"] == "65536Mi"
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == ["H100", "H200"]
 
 
 def test_multi_node_pods_are_bound_to_their_placed_nodes(kube: FakeKube) -> None:

@@ -71,7 +71,7 @@ def test_the_log_endpoint_appends_by_offset_and_checks_its_input(cluster: Cluste
     _local_agent(cluster, tmp_path)
     wid = cluster.submit(name="quiet", gpus=1, command=["sleep", "30"])  # prints nothing
     cluster.wait_status(wid, "Running")
-    agent = ApportionClient(cluster.server.url, cluster.agent_token, timeout=5.0)
+    agent = ApportionClient(cluster.server.url, cluster.agent_token, timeout=30.0)
     try:
         a = agent.agent_log(wid, 1, f"w{wid}-a1", 0, 0, b"abc")
         assert a["accepted"] and a["next_offset"] == 3

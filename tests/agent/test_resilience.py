@@ -131,7 +131,7 @@ def test_live_decisions_skip_starts_of_ended_attempts(cluster: Cluster) -> None:
     live = cluster.submit(name="live", gpus=1)
     cluster.wait_status(live, "Running")
     a.halt()
-    api = ApportionClient(cluster.server.url, cluster.agent_token, timeout=5.0)
+    api = ApportionClient(cluster.server.url, cluster.agent_token, timeout=30.0)
     try:
         every = api.agent_decisions(0)
         page = api.agent_decisions(0, live=True)

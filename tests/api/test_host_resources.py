@@ -1,6 +1,5 @@
 """Host CPU and memory (SPEC 1, 5) and a pool's ``packing`` through the API, on
-SQLite and PostgreSQL: parsed, validated, stored and shown. Placement does not
-use them yet (docs/placement.md)."""
+SQLite and PostgreSQL: parsed, validated, stored and shown."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ def test_a_workloads_cpu_and_memory_are_stored_and_shown(api: Api) -> None:
     assert (again["spec"]["cpu"], again["spec"]["memory_mib"]) == (0.5, 16384)
     plain = api.workload(api.submit(team="nlp", gpus=1)["id"])
     assert (plain["spec"]["cpu"], plain["spec"]["memory_mib"]) == (0, 0)
-    api.cycle()  # placement ignores them for now: both start on the one node
+    api.cycle()  # the node states no CPU or memory (not limited): both start on it
     assert api.workload(w["id"])["status"] == "Starting"
 
 

@@ -68,12 +68,14 @@ def test_sigkill_loses_no_acknowledged_workload(backend_url: str) -> None:
     acknowledged: dict[int, str] = {}
     lock = threading.Lock()
     with server(backend_url, port) as proc:
-        with httpx.Client(base_url=base, headers=H, timeout=5) as c:
+        with httpx.Client(base_url=base, headers=H, timeout=30) as c:
             assert c.post("/pools", json={"name": "main"}).status_code == 201
             assert c.post("/teams", json={"slug": "t"}).status_code == 201
 
         def client(n: int) -> None:
-            with httpx.Client(base_url=base, headers=H, timeout=5) as c:
+            # 30 s: on a loaded machine a write can take over 5 s, and a timeout ends
+            # this client; the SIGKILL below is seen at once (connection reset)
+            with httpx.Client(base_url=base, headers=H, timeout=30) as c:
                 for i in range(10_000):
                     name = f"c{n}-{i}"
                     try:

@@ -22,7 +22,7 @@ from hypothesis.errors import Unsatisfiable
 from apportion.api.app import create_app
 from apportion.service.control import ControlPlane
 from apportion.service.settings import Settings
-from tests.cli.conftest import free_port
+from tests.netutil import bound_socket, port_of
 from tests.pgfixture import backend_url, pg_server  # noqa: F401
 from tests.timing import wait_until
 
@@ -64,10 +64,11 @@ def live(backend_url: str) -> Iterator[str]:  # noqa: F811
     control = ControlPlane(Settings(database_url=backend_url, bootstrap_token=TOKEN,
                                     run_scheduler=False, rate_limit=0.0))
     control.start()
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(control=control), host="127.0.0.1",
-                                           port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    sock = bound_socket()  # handed to uvicorn: no window for another process to take it
+    port = port_of(sock)
+    server = uvicorn.Server(uvicorn.Config(create_app(control=control), log_level="warning",
+                                           lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     wait_until(lambda: server.started, timeout=20, what="the server")
     url = f"http://127.0.0.1:{port}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,16 +22,11 @@ from apportion.cli.main import app
 from apportion.client import ApportionClient
 from apportion.service.control import ControlPlane
 from apportion.service.settings import Settings
+from tests.netutil import bound_socket, port_of
 from tests.timing import wait_until
 
 BOOTSTRAP_TOKEN = "apt_clitests0001_" + "c" * 32
 _org_numbers = itertools.count(1)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -48,12 +42,13 @@ def live_server(directory: Path) -> Iterator[str]:
                         cycle_interval=0.2, cycle_min_gap=0.02, rate_limit=0.0)
     control = ControlPlane(settings)
     control.start()
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(control=control), host="127.0.0.1",
-                                           port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    sock = bound_socket()  # handed to uvicorn: no window for another process to take it
+    port = port_of(sock)
+    server = uvicorn.Server(uvicorn.Config(create_app(control=control), log_level="warning",
+                                           lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    wait_for(lambda: server.started, 10, "server up")
+    wait_for(lambda: server.started, 20, "server up")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -17,9 +17,10 @@ def test_pools_and_nodes_show_packing_and_host_resources(org: Org) -> None:
     assert pools[0].split()[-1] == "PACKING" and pools[1].split()[-1] == "best_fit"
     show = org.ok("pools", "show", "gpu").splitlines()
     assert "packing best_fit" in show[0]
-    assert show[1].split() == ["NODE", "STATE", "CPU", "MEMORY-MIB", "GPU0", "GPU1"]
-    assert show[2].split()[:4] == ["g1", "ready", "96", "786432"]
-    assert show[3].split()[:4] == ["g2", "ready", "-", "-"]  # not stated: not limited
+    assert show[1].split() == ["NODE", "STATE", "CPU", "CPU-USED", "MEMORY-MIB",
+                               "MEMORY-MIB-USED", "GPU0", "GPU1"]
+    assert show[2].split()[:6] == ["g1", "ready", "96", "0", "786432", "0"]
+    assert show[3].split()[:6] == ["g2", "ready", "-", "0", "-", "0"]  # not stated: not limited
     nodes = org.ok("nodes", "list", "-o", "wide").splitlines()
     head = nodes[0].split()
     g1 = dict(zip(head, nodes[1].split(), strict=False))

@@ -3,6 +3,7 @@ server needed (or, for the unreachable case, none listening)."""
 
 from __future__ import annotations
 
+import socket
 import stat
 from pathlib import Path
 
@@ -12,7 +13,6 @@ from typer.testing import CliRunner, Result
 from apportion.cli.common import CliError
 from apportion.cli.main import app
 from apportion.cli.submit_cmd import parse_duration, parse_gpu_memory
-from tests.cli.conftest import free_port
 
 
 def run(tmp_path: Path, *args: str, **env: str) -> Result:
@@ -67,8 +67,12 @@ def test_bad_arguments_exit_2(tmp_path: Path, args: list[str]) -> None:
 
 
 def test_unreachable_server_is_one_line_exit_1(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{free_port()}"
-    result = run(tmp_path, "teams", "tree", APPORTION_SERVER=url, APPORTION_TOKEN="apt_a_b")
+    # bound and never listening, held for the test: a connection is refused, and no
+    # other process can start serving on the port meanwhile
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        result = run(tmp_path, "teams", "tree", APPORTION_SERVER=url, APPORTION_TOKEN="apt_a_b")
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"cannot reach the server at {url}" in lines[0]

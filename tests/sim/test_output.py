@@ -36,7 +36,8 @@ events:
 
 TOP_KEYS = {"time", "workloads", "preemptions", "teams", "pools", "ignored_events"}
 WORKLOAD_KEYS = {
-    "id", "team", "class", "priority", "gpus", "pods", "pods_running", "status", "attempt",
+    "id", "team", "class", "priority", "gpus", "gpu_type", "cpu", "memory_mib", "pods",
+    "pods_running", "status", "attempt",
     "pool", "reason", "placement", "preempted_by", "submitted_at", "started_at",
     "running_at", "ended_at", "attempts", "events",
 }

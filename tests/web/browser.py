@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,8 @@ import pytest
 from apportion.api.app import create_app
 from apportion.service.control import ControlPlane
 from apportion.service.settings import Settings
+from tests.netutil import bound_socket, port_of
+from tests.timing import wait_until
 from tests.web.demo import ADMIN_TOKEN, Demo, bearer, build
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -60,14 +60,8 @@ class LiveServer:
         return r.json()["data"]
 
     def wait_for(self, what: str, check: Any, timeout: float = 15.0) -> Any:
-        """Poll ``check()`` until it is truthy (bounded)."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            value = check()
-            if value:
-                return value
-            time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}")
+        """Poll ``check()`` until it is truthy (bounded: tests/timing.py)."""
+        return wait_until(check, timeout=timeout, what=what)
 
 
 def _agent(server: LiveServer, stop: threading.Event) -> None:
@@ -84,9 +78,8 @@ def start_server(tmp: Path) -> Iterator[LiveServer]:
         database_url=f"sqlite:///{tmp / 'apportion.db'}", bootstrap_token=ADMIN_TOKEN,
         cycle_interval=0.5, rate_limit=0.0))
     control.start()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
+    sock = bound_socket()  # handed to uvicorn: no window for another process to take it
+    port = port_of(sock)
     server = uvicorn.Server(uvicorn.Config(create_app(control=control), log_level="warning",
                                            lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -95,10 +88,9 @@ def start_server(tmp: Path) -> Iterator[LiveServer]:
     url = f"http://127.0.0.1:{port}"
     http = httpx.Client(base_url=url, timeout=30.0)
     try:
-        end = time.monotonic() + 30
-        while not server.started:
-            assert time.monotonic() < end and thread.is_alive(), "the server did not start"
-            time.sleep(0.02)
+        wait_until(lambda: server.started or not thread.is_alive(), timeout=30,
+                   interval=0.02, what="the server to start")
+        assert server.started, "the server thread ended before it started serving"
         live = LiveServer(url, control, Demo(lambda *a, **k: None), http)
         live.demo = build(live.api)
         agent = threading.Thread(target=_agent, args=(live, stop), daemon=True)

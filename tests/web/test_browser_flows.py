@@ -142,3 +142,34 @@ def test_bad_form_value_shows_its_field_error_and_stores_nothing(page: Any, live
     expect(page.locator("#f-gpus")).to_have_attribute("aria-invalid", "true")
     assert [w["name"] for w in live.api("GET", "/v1/workloads")] == [
         "prod-train", "nlp-half", "vision-huge"]
+
+
+def test_submit_with_gpu_types_cpu_and_memory_shows_them_on_the_workload_page(
+    page: Any, live: Any
+) -> None:
+    log_in(page, target="/submit")
+    page.fill("#f-name", "typed")
+    page.fill("#f-team", "nlp")
+    page.fill("#f-gpus", "1")
+    page.fill("#f-gpu_type", "v100-32g, v100-16g")
+    page.fill("#f-cpu", "8")
+    page.fill("#f-memory_mib", "64Gi")
+    page.click("text=Preview (dry run)")
+    # no node of the demo pool has either type: the preview says so, nothing stored
+    expect(page.locator("#preview [data-k=reason]")).to_contain_text("NO_ELIGIBLE_POOL")
+    assert [w["name"] for w in live.api("GET", "/v1/workloads")] == [
+        "prod-train", "nlp-half", "vision-huge"]
+    page.click("button.primary")
+    expect(page.locator("h1")).to_contain_text("typed")
+    expect(page.locator("[data-k=gpu-type]")).to_have_text("v100-16g or v100-32g")
+    expect(page.locator("[data-k=host]")).to_have_text("8 CPU / 64Gi")
+    (typed,) = [w for w in live.api("GET", "/v1/workloads") if w["name"] == "typed"]
+    assert typed["spec"]["gpu_type"] == ["v100-16g", "v100-32g"]
+    assert (typed["spec"]["cpu"], typed["spec"]["memory_mib"]) == (8, 65536)
+    page.goto("/submit")
+    page.fill("#f-name", "bad-types")
+    page.fill("#f-team", "nlp")
+    page.fill("#f-gpu_type", "a,,b")
+    page.click("button.primary")
+    expect(page.locator("#err-gpu_type")).to_contain_text("an empty type name")
+    expect(page.locator("#f-gpu_type")).to_have_value("a,,b")

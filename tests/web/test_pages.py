@@ -172,7 +172,8 @@ def test_submit_form_stores_and_audits_like_rest(site: Site) -> None:
     pytest.param("pods", "two", "pods: must be an integer", id="pods-not-an-integer"),
     pytest.param("team", "research", "leaf teams only", id="team-not-a-leaf"),
     pytest.param("cpu", "-1", "cpu: must be a multiple of 0.001", id="cpu-negative"),
-    pytest.param("memory_mib", "lots", "memory_mib: must be an integer", id="memory-not-int"),
+    pytest.param("memory_mib", "lots", "memory_mib: must be MiB or a size such as 64Gi",
+                 id="memory-not-a-size"),
 ])
 def test_bad_form_value_shows_its_field_error_and_stores_nothing(
     site: Site, field: str, value: str, text: str

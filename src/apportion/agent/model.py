@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from apportion.domain.host import cpu_number
+from apportion.domain.host import cpu_number, parse_cpu, parse_memory_mib
 from apportion.domain.placement_json import placement_from_json as placement_from_json
 from apportion.domain.placement_json import placement_to_json as placement_to_json
-from apportion.domain.workload import PodPlacement
+from apportion.domain.workload import PodPlacement, gpu_types_value
 
 
 class RunStatus(enum.StrEnum):
@@ -53,6 +53,11 @@ class ExecSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     #: seconds of Running (simulation), or None
     duration: float | None = None
+    #: what each pod asks of its node: milli-CPU and MiB (0 = nothing asked)
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    #: the acceptable GPU types, sorted (() = any)
+    gpu_types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,9 +162,12 @@ class NodeInfo:
 
 
 def exec_from_json(raw: Mapping[str, Any] | None) -> ExecSpec:
+    """A start decision's ``exec`` (or a state file's); the host resources and
+    GPU types are absent in decisions of servers before them (then none)."""
     raw = raw or {}
     command = raw.get("command")
     duration = raw.get("duration")
+    types = raw.get("gpu_type")
     return ExecSpec(
         name=str(raw.get("name") or ""),
         team=str(raw.get("team") or ""),
@@ -168,13 +176,19 @@ def exec_from_json(raw: Mapping[str, Any] | None) -> ExecSpec:
         env={str(k): str(v) for k, v in (raw.get("env") or {}).items()},
         labels={str(k): str(v) for k, v in (raw.get("labels") or {}).items()},
         duration=None if duration is None else float(duration),
+        cpu_milli=parse_cpu(raw.get("cpu"), "exec.cpu"),
+        memory_mib=parse_memory_mib(raw.get("memory_mib"), "exec.memory_mib"),
+        gpu_types=tuple(sorted({str(types)} if isinstance(types, str)
+                               else {str(t) for t in types or ()})),
     )
 
 
 def exec_to_json(spec: ExecSpec) -> dict[str, Any]:
     return {"name": spec.name, "team": spec.team, "image": spec.image,
             "command": list(spec.command) if spec.command is not None else None,
-            "env": dict(spec.env), "labels": dict(spec.labels), "duration": spec.duration}
+            "env": dict(spec.env), "labels": dict(spec.labels), "duration": spec.duration,
+            "cpu": cpu_number(spec.cpu_milli), "memory_mib": spec.memory_mib,
+            "gpu_type": gpu_types_value(spec.gpu_types)}
 
 
 def decision_from_json(raw: Mapping[str, Any]) -> Decision:

@@ -68,6 +68,9 @@ def _problem(err: Any) -> tuple[str, str, str | None]:
     if kind == "unknown_key":
         loc.append(ctx["key"])
         return _field(loc), str(err.get("msg")), str(ctx.get("allowed"))
+    if kind == "nul_character":
+        loc.extend(ctx.get("path") or [])
+        return _field(loc) or "body", str(err.get("msg")), str(ctx.get("allowed"))
     allowed: str | None = ctx.get("allowed")
     message = str(err.get("msg", "invalid"))
     if kind in ("int_type", "int_parsing", "int_from_float", "int_parsing_size"):

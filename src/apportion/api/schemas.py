@@ -26,11 +26,21 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from apportion.domain import limits
+from apportion.domain.errors import ValidationError as DomainValidationError
 from apportion.domain.errors import did_you_mean
 from apportion.domain.host import ALLOWED_CPU, ALLOWED_MEMORY
 from apportion.domain.org import SLUG_RE
 from apportion.domain.quantities import ALLOWED_GPUS
-from apportion.domain.workload import TopologyMode, WorkloadClass, WorkloadSpec, make_spec
+from apportion.domain.reasons import ReasonCode
+from apportion.domain.workload import (
+    ALLOWED_GPU_TYPES,
+    MAX_GPU_TYPES,
+    TopologyMode,
+    WorkloadClass,
+    WorkloadSpec,
+    make_spec,
+    parse_gpu_types,
+)
 
 T = TypeVar("T")
 Gpus = int | float
@@ -106,6 +116,53 @@ StrMap = dict[Annotated[StrictStr, Field(max_length=255)], Annotated[StrictStr,
                                                                    Field(max_length=4096)]]
 
 
+def _gpu_types(value: object) -> object:
+    """``gpu_type``: one type or a list of 1-16 (SPEC 3), checked by the domain so
+    that ``[""]`` or 17 types read the same here as in a scenario file."""
+    try:
+        parse_gpu_types(value)
+    except DomainValidationError as err:
+        raise PydanticCustomError("gpu_type", err.message,
+                                  {"allowed": err.allowed or ALLOWED_GPU_TYPES}) from None
+    items = [value] if isinstance(value, str) else value
+    assert isinstance(items, list | tuple)  # parse_gpu_types refuses anything else
+    for item in items:
+        if len(item) > 255:
+            raise PydanticCustomError("gpu_type", "each type must have at most 255 "
+                                      "characters", {"allowed": ALLOWED_GPU_TYPES})
+    return value
+
+
+#: A type name with a non-blank character (what the domain accepts).
+GpuTypeName = Annotated[StrictStr, Field(min_length=1, max_length=255, pattern=r"\S")]
+#: ``gpu_type`` of a submission: one type or a list of acceptable types.
+GpuTypes = Annotated[
+    GpuTypeName | Annotated[list[GpuTypeName], Field(min_length=1, max_length=MAX_GPU_TYPES)],
+    BeforeValidator(_gpu_types),
+    Field(description=f"one GPU type, or a list of 1-{MAX_GPU_TYPES} acceptable types "
+          "(any of them will do)"),
+]
+
+
+def _nul_path(data: Any) -> list[str | int] | None:
+    """Where the first string (or key) holding a NUL character is, or None."""
+    if isinstance(data, str):
+        return [] if "\x00" in data else None
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(key, str) and "\x00" in key:
+                return [key]
+            found = _nul_path(value)
+            if found is not None:
+                return [key, *found]
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            found = _nul_path(value)
+            if found is not None:
+                return [i, *found]
+    return None
+
+
 class Strict(BaseModel):
     """A request body: unknown fields are refused, naming the closest known one."""
 
@@ -114,6 +171,11 @@ class Strict(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _known_keys(cls, data: Any) -> Any:
+        nul = _nul_path(data)
+        if nul is not None:  # PostgreSQL cannot store it: refuse it on every backend
+            raise PydanticCustomError(
+                "nul_character", "must not contain a NUL character (\\u0000)",
+                {"path": nul, "allowed": "text without NUL (\\u0000) characters"})
         if isinstance(data, dict):
             names = {f.alias or n for n, f in cls.model_fields.items()}
             for key in data:
@@ -306,6 +368,10 @@ class NodeRead(BaseModel):
     labels: dict[str, str]
     cpu: Gpus | None = Field(description="allocatable cores; null = not limited")
     memory_mib: int | None = Field(description="allocatable MiB; null = not limited")
+    cpu_in_use: Gpus = Field(default=0, description="cores the Starting and Running pods "
+                             "placed on the node request")
+    memory_mib_in_use: int = Field(default=0, description="MiB the Starting and Running pods "
+                                   "placed on the node request")
     health: Literal["ready", "down", "unknown"]
     cordoned: bool
     state: Literal["ready", "cordoned", "down", "unknown"]
@@ -358,7 +424,7 @@ class WorkloadCreate(Strict):
     min_pods: Annotated[int, _int(1, limits.MAX_PODS), JSON_INT] | None = None
     gang: StrictBool | None = None
     topology: TopologyModel | None = None
-    gpu_type: Label | None = None
+    gpu_type: GpuTypes | None = None
     pool: Slug | None = None
     node_selector: StrMap = {}
     requeue_on_preemption: StrictBool = False
@@ -392,7 +458,7 @@ class CancelBody(Strict):
 
 
 class ReasonModel(BaseModel):
-    code: str
+    code: ReasonCode = Field(description="SPEC section 7 (docs/scheduling.md)")
     message: str
 
 
@@ -415,6 +481,44 @@ class PreemptionRead(BaseModel):
     by: int | None
     pods: list[int]
     gpus: Gpus
+
+
+class TopologyRead(BaseModel):
+    level: str
+    mode: TopologyMode
+
+
+class WorkloadSpecRead(BaseModel):
+    """A workload's ``spec``: its submit body with every default filled in.
+    ``gpu_type`` is null (any type), one type (a string), or the sorted list
+    of two or more distinct acceptable types; a list of one reads back as
+    that string."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    name: str
+    team: str
+    class_: WorkloadClass = Field(alias="class")
+    priority: int
+    gpus: Gpus | None = None
+    gpu_memory_mib: int | None = None
+    pods: int = 1
+    min_pods: int = 1
+    gang: bool = False
+    topology: TopologyRead | None = None
+    gpu_type: str | list[str] | None = Field(
+        default=None, description="null = any type; a string = that type; a list (2 or "
+        f"more, sorted, at most {MAX_GPU_TYPES}) = any of them")
+    pool: str | None = None
+    node_selector: dict[str, str] = {}
+    requeue_on_preemption: bool = False
+    command: list[str] = []
+    image: str | None = None
+    env: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    duration: int | None = None
+    cpu: Gpus = Field(default=0, description="host cores per pod (0 = none asked for)")
+    memory_mib: int = Field(default=0, description="host MiB per pod (0 = none asked for)")
 
 
 class WorkloadRead(BaseModel):
@@ -441,7 +545,7 @@ class WorkloadRead(BaseModel):
     preempted_by: int | None
     attempts: list[AttemptRead]
     preemptions: list[PreemptionRead] = []
-    spec: dict[str, Any]
+    spec: WorkloadSpecRead = Field(description="the normalised submit body")
     version: int
 
 

@@ -78,6 +78,25 @@ def fmt_gpus(value: float | int | None) -> str:
     return "0" if text in ("", "-0") else text
 
 
+def fmt_memory_mib(value: int | float | None) -> str:
+    """Host memory as Kubernetes writes it: ``64Gi``, ``1536Mi``, ``2Ti``; ``-`` for
+    none (0: nothing asked for, None: not limited or unknown)."""
+    if not value:
+        return "-"
+    mib = int(value)
+    for unit, size in (("Ti", 1024 * 1024), ("Gi", 1024)):
+        if mib % size == 0:
+            return f"{mib // size}{unit}"
+    return f"{mib}Mi"
+
+
+def fmt_gpu_types(value: str | list[str] | None) -> str:
+    """A workload's ``gpu_type``: ``h100``, ``v100-16g,v100-32g`` (any of them), ``-``."""
+    if not value:
+        return "-"
+    return value if isinstance(value, str) else ",".join(str(v) for v in value)
+
+
 def gpus_phrase(value: float | int | None) -> str:
     """``1 GPU``, ``0.5 GPUs``, ``8 GPUs`` (``-`` GPUs when unknown)."""
     return f"{fmt_gpus(value)} GPU{'' if value == 1 else 's'}"

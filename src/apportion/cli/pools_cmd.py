@@ -55,6 +55,8 @@ NODE_COLUMNS = (
     Column("UNAVAILABLE", lambda n: fmt_gpus(n.get("unavailable_gpus")), is_wide_only=True),
     Column("CPU", lambda n: n.get("cpu"), is_wide_only=True),
     Column("MEMORY-MIB", lambda n: n.get("memory_mib"), is_wide_only=True),
+    Column("CPU-USED", lambda n: n.get("cpu_in_use") or 0, is_wide_only=True),
+    Column("MEMORY-MIB-USED", lambda n: n.get("memory_mib_in_use") or 0, is_wide_only=True),
     Column("LABELS", lambda n: n.get("labels"), is_wide_only=True),
     Column("LAST-SEEN", lambda n: n.get("last_seen_at"), is_wide_only=True),
 )
@@ -127,11 +129,14 @@ def _cell_style(text: str) -> str | None:
 
 
 def map_columns(width: int, has_host: bool = False) -> list[Column]:
-    """NODE, STATE, (CPU, MEMORY-MIB when some node reports them), GPU0..."""
+    """NODE, STATE, (CPU, CPU-USED, MEMORY-MIB, MEMORY-MIB-USED when some node
+    reports them or some placed pod asks for them), GPU0..."""
     columns = [Column("NODE", lambda r: r["name"]), Column("STATE", lambda r: r["state"])]
     if has_host:
         columns += [Column("CPU", lambda r: r.get("cpu")),
-                    Column("MEMORY-MIB", lambda r: r.get("memory_mib"))]
+                    Column("CPU-USED", lambda r: r.get("cpu_in_use") or 0),
+                    Column("MEMORY-MIB", lambda r: r.get("memory_mib")),
+                    Column("MEMORY-MIB-USED", lambda r: r.get("memory_mib_in_use") or 0)]
     for i in range(width):
         columns.append(Column(f"GPU{i}", lambda r, i=i: r["cells"][i] if i < len(r["cells"])
                               else "", style=_cell_style))
@@ -169,10 +174,12 @@ def show(
         return
     grid = device_map(nodes, workloads)
     rows = [{"name": n["name"], "state": n.get("state"), "cpu": n.get("cpu"),
-             "memory_mib": n.get("memory_mib"),
+             "memory_mib": n.get("memory_mib"), "cpu_in_use": n.get("cpu_in_use") or 0,
+             "memory_mib_in_use": n.get("memory_mib_in_use") or 0,
              "cells": [device_cell(d) for d in grid[n["name"]]]}
             for n in sorted(nodes, key=lambda n: n["name"])]
-    has_host = any(r["cpu"] is not None or r["memory_mib"] is not None for r in rows)
+    has_host = any(r["cpu"] is not None or r["memory_mib"] is not None or r["cpu_in_use"]
+                   or r["memory_mib_in_use"] for r in rows)
     width = max((len(r["cells"]) for r in rows), default=0)
     out = stdout()
     used = sum(_team_totals(workloads).values())

@@ -69,6 +69,23 @@ def parse_memory_flag(text: str) -> int:
         raise usage_error(f"--memory {text!r}: {err.message}; {hint}") from None
 
 
+def parse_gpu_types_flag(values: list[str] | None) -> str | list[str] | None:
+    """``--gpu-type a --gpu-type b`` or ``--gpu-type a,b`` → ``["a", "b"]``; one type
+    → ``"a"`` (sent as ``gpu_type``; the server checks the names and the count)."""
+    if not values:
+        return None
+    types: list[str] = []
+    for value in values:
+        for part in value.split(","):
+            name = part.strip()
+            if not name:
+                raise usage_error(f"--gpu-type {value!r}: an empty type name; use a name "
+                                  "such as h100, or several: v100-16g,v100-32g")
+            if name not in types:
+                types.append(name)
+    return types[0] if len(types) == 1 else types
+
+
 def parse_duration(text: str) -> int:
     """``3600``, ``90s``, ``30m``, ``2h``, ``1d`` → seconds."""
     match = _DURATION.match(text.strip())
@@ -174,7 +191,9 @@ def submit(
                                                  "(e.g. rack) to keep pods together.")] = None,
     topology_mode: Annotated[TopologyMode, typer.Option("--topology-mode")
                              ] = TopologyMode.REQUIRED,
-    gpu_type: Annotated[str | None, typer.Option("--gpu-type")] = None,
+    gpu_type: Annotated[list[str] | None, typer.Option(
+        "--gpu-type", help="An acceptable GPU type; several: repeat the flag or separate "
+        "them with commas (v100-16g,v100-32g).")] = None,
     pool: Annotated[str | None, typer.Option("--pool", help="Pin to this pool.")] = None,
     gang: Annotated[bool | None, typer.Option("--gang/--no-gang", help="All pods together "
                                               "(default when pods > 1).")] = None,
@@ -200,7 +219,7 @@ def submit(
     flags: dict[str, Any] = {
         "name": name, "team": team, "class": wclass.value if wclass else None,
         "priority": priority, "pods": pods, "min_pods": min_pods, "gang": gang,
-        "gpu_type": gpu_type, "pool": pool, "image": image,
+        "gpu_type": parse_gpu_types_flag(gpu_type), "pool": pool, "image": image,
         "duration": parse_duration(duration) if duration else None,
         "requeue_on_preemption": True if requeue else None,
         "command": list(cmd) if cmd else None,

@@ -13,7 +13,9 @@ from apportion.cli.output import (
     Format,
     cell,
     emit,
+    fmt_gpu_types,
     fmt_gpus,
+    fmt_memory_mib,
     print_data,
     print_table,
     status_style,
@@ -46,6 +48,11 @@ def _nodes(w: dict[str, Any]) -> list[str]:
     return sorted({p["node"] for p in w.get("placement") or []})
 
 
+def _spec(w: dict[str, Any]) -> dict[str, Any]:
+    spec = w.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
 def fmt_pods(w: dict[str, Any]) -> str:
     """``running/requested``: ``6/8`` after a shrink took two of eight pods."""
     requested = w.get("pods", (w.get("spec") or {}).get("pods", 1))
@@ -68,6 +75,9 @@ COLUMNS = (
     Column("PODS", fmt_pods),
     Column("ATTEMPT", lambda w: w.get("attempt"), is_wide_only=True),
     Column("NODES", _nodes, is_wide_only=True),
+    Column("GPU-TYPE", lambda w: fmt_gpu_types(_spec(w).get("gpu_type")), is_wide_only=True),
+    Column("CPU", lambda w: _spec(w).get("cpu") or None, is_wide_only=True),
+    Column("MEMORY", lambda w: fmt_memory_mib(_spec(w).get("memory_mib")), is_wide_only=True),
     Column("SUBMITTED-BY", lambda w: w.get("submitted_by"), is_wide_only=True),
     Column("SUBMITTED", lambda w: w.get("submitted_at"), is_wide_only=True),
     Column("REASON", lambda w: (w.get("reason") or {}).get("code")),
@@ -297,3 +307,70 @@ def events(
         rows = list(paginate(client.workload_events, int(w["id"])))
     emit(rows, fmt, EVENT_COLUMNS, has_headers=not no_headers)
 
+
+
+def _per_pod_gpus(spec: dict[str, Any]) -> str:
+    if spec.get("gpus") is not None:
+        return f"{fmt_gpus(spec['gpus'])} GPU{'' if spec['gpus'] == 1 else 's'}"
+    if spec.get("gpu_memory_mib") is not None:
+        return f"{fmt_memory_mib(spec['gpu_memory_mib'])} of GPU memory"
+    return "-"
+
+
+def show_lines(w: dict[str, Any]) -> list[str]:
+    """``workloads show``: the workload as a person reads it, one fact a line."""
+    spec = _spec(w)
+    types = spec.get("gpu_type")
+    if not types:
+        gpu_type = "any"
+    elif isinstance(types, str):
+        gpu_type = types
+    else:
+        gpu_type = " or ".join(str(t) for t in types)
+    cpu = spec.get("cpu") or 0
+    memory = spec.get("memory_mib") or 0
+    host = [f"{cell(cpu)} CPU" if cpu else "no CPU asked for",
+            f"{fmt_memory_mib(memory)} memory" if memory else "no memory asked for"]
+    pods = f"{fmt_pods(w)} (running/requested)"
+    if spec.get("min_pods") not in (None, spec.get("pods")):
+        pods += f", at least {spec.get('min_pods')}"
+    if spec.get("gang"):
+        pods += ", gang"
+    topology = spec.get("topology") or {}
+    reason = w.get("reason") or {}
+    lines = [
+        f"workload {w.get('id')} {w.get('name')!r}: {w.get('status')} (attempt "
+        f"{w.get('attempt')})",
+        f"team:       {w.get('team')} ({w.get('class')}, priority {w.get('priority')})",
+        f"pool:       {w.get('pool') or '-'}{' (pinned)' if spec.get('pool') else ''}",
+        f"per pod:    {_per_pod_gpus(spec)}, {host[0]}, {host[1]}",
+        f"gpu type:   {gpu_type}",
+        f"pods:       {pods}",
+        f"gpus:       {fmt_gpus(w.get('gpus'))} in total",
+        f"nodes:      {', '.join(_nodes(w)) or '-'}",
+    ]
+    if topology:
+        lines.append(f"topology:   {topology.get('level')} ({topology.get('mode')})")
+    if reason:
+        lines.append(f"reason:     {reason.get('code')}: {reason.get('message')}")
+    lines.append(f"submitted:  {w.get('submitted_at') or '-'} by {w.get('submitted_by')}")
+    return lines
+
+
+@app.command("show")
+@command
+def show(
+    ref: Annotated[str, typer.Argument(metavar="NAME|ID")],
+    output: OutputOpt = None,
+) -> None:
+    """One workload in full: what each pod asks for (GPUs, GPU types, CPU, memory),
+    where it runs, why it waits."""
+    fmt = common.output_format(output)
+    with common.open_client() as client:
+        w = resolve_workload(client, ref)
+    if fmt in (Format.JSON, Format.YAML):
+        print_data(w, fmt)
+        return
+    out = stdout()
+    for line in show_lines(w):
+        out.print(line, markup=False)

@@ -258,9 +258,12 @@ def parse_gpu_types(value: object) -> tuple[str, ...]:
     if value is None:
         return ()
     items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list | tuple) or not 1 <= len(items) <= MAX_GPU_TYPES:
+    if not isinstance(items, list | tuple):
         raise ValidationError("gpu_type", f"must be a type or a list of types, got {value!r}",
                               ALLOWED_GPU_TYPES)
+    if not 1 <= len(items) <= MAX_GPU_TYPES:
+        raise ValidationError("gpu_type", f"must list 1-{MAX_GPU_TYPES} types, got "
+                              f"{len(items)}", ALLOWED_GPU_TYPES)
     for item in items:
         if not isinstance(item, str) or not item.strip():
             raise ValidationError("gpu_type", f"each type must be a non-empty string, got "

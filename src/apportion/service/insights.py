@@ -233,16 +233,19 @@ def device_shares(s: Session, ctx: Ctx, pool: str) -> dict[tuple[str, int], list
 def map_nodes(session: Session, org_id: int, pool: str) -> list[dict[str, Any]]:
     """The nodes of ``pool`` by name, as plain columns: name, gpus, labels,
     state (``down``, ``unknown``, ``cordoned`` or ``ready``; as ``node_views``
-    says it) and the unavailable milli-GPUs per device index."""
+    says it), the unavailable milli-GPUs per device index, and the allocatable
+    ``cpu_milli``/``memory_mib`` (None: not limited)."""
     q = select(NodeRow.name, NodeRow.gpus, NodeRow.labels, NodeRow.health, NodeRow.cordoned,
-               NodeRow.unavailable).where(NodeRow.org_id == org_id, NodeRow.pool == pool)
+               NodeRow.unavailable, NodeRow.cpu_milli, NodeRow.memory_mib).where(
+        NodeRow.org_id == org_id, NodeRow.pool == pool)
     out = []
-    for name, count, labels, health, cordoned, unavailable in session.execute(
+    for name, count, labels, health, cordoned, unavailable, cpu, memory in session.execute(
             q.order_by(NodeRow.name)):
         state = ("down" if health == "down" else "unknown" if health == "unknown"
                  else "cordoned" if cordoned else "ready")
         out.append({"name": name, "gpus": count, "labels": labels or {}, "state": state,
-                    "unavailable": {int(i): int(m) for i, m in unavailable or ()}})
+                    "unavailable": {int(i): int(m) for i, m in unavailable or ()},
+                    "cpu_milli": cpu, "memory_mib": memory})
     return out
 
 

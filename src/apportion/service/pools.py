@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from apportion.domain.cluster import DEFAULT_GPU_MEMORY_MIB, Packing, Pool
 from apportion.domain.errors import NotFound
+from apportion.domain.host import parse_cpu, parse_memory_mib
 from apportion.domain.workload import placement_milli
 from apportion.service import audit
 from apportion.service.authz import require_admin
@@ -19,7 +21,7 @@ from apportion.service.insights import held
 from apportion.service.loading import load_tree, node_capacity
 from apportion.service.views import gpus, node_view, pool_view
 from apportion.store import codec
-from apportion.store.models import NodeRow, PoolRow
+from apportion.store.models import NodeRow, PoolRow, WorkloadRow
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
 from apportion.store.repos import workloads as wl_repo
@@ -39,17 +41,45 @@ def pool_detail(session: Session, org_id: int, name: str) -> dict[str, Any]:
     return next(v for v in pool_views(session, org_id) if v["name"] == name)
 
 
+def host_in_use(session: Session, org_id: int, pool: str | None = None
+                ) -> dict[tuple[str, str], tuple[int, int]]:
+    """(pool, node) -> (milli-CPU, MiB) that the Starting and Running pods placed
+    on it request (SPEC 1: the workload's ``cpu`` and ``memory_mib`` per pod)."""
+    t = WorkloadRow
+    q = select(t.pool, t.placement, t.spec).where(
+        t.org_id == org_id, t.is_active.is_(True), t.status.in_(("Starting", "Running")))
+    if pool is not None:
+        q = q.where(t.pool == pool)
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for wpool, placement, spec in session.execute(q):
+        cpu = parse_cpu((spec or {}).get("cpu"))
+        memory = parse_memory_mib((spec or {}).get("memory_mib"))
+        if not (cpu or memory):
+            continue
+        for pod in placement or []:
+            key = (str(wpool), str(pod["node"]))
+            used_cpu, used_memory = out.get(key, (0, 0))
+            out[key] = (used_cpu + cpu, used_memory + memory)
+    return out
+
+
+def _node(row: NodeRow, in_use: dict[tuple[str, str], tuple[int, int]]) -> dict[str, Any]:
+    state = codec.node_state(row).value if row.health != "unknown" else "unknown"
+    cpu, memory = in_use.get((row.pool, row.name), (0, 0))
+    return node_view(row, state, cpu_in_use=cpu, memory_mib_in_use=memory)
+
+
 def node_views(
     session: Session, org_id: int, pool: str | None = None, state: str | None = None
 ) -> list[dict[str, Any]]:
-    views = [node_view(r, codec.node_state(r).value if r.health != "unknown" else "unknown")
-             for r in repo.list_nodes(session, org_id, pool)]
+    in_use = host_in_use(session, org_id, pool)
+    views = [_node(r, in_use) for r in repo.list_nodes(session, org_id, pool)]
     return [v for v in views if state is None or v["state"] == state]
 
 
 def node_detail(session: Session, org_id: int, name: str) -> dict[str, Any]:
     row = repo.get_node(session, org_id, name)
-    return node_view(row, codec.node_state(row).value if row.health != "unknown" else "unknown")
+    return _node(row, host_in_use(session, org_id, row.pool))
 
 
 def pool_from_body(body: dict[str, Any], name: str, row: PoolRow | None) -> Pool:

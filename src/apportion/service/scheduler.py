@@ -256,5 +256,10 @@ def _run(loaded: Loaded) -> Plan:
 
 
 def _exec(spec: dict[str, object]) -> dict[str, object]:
-    keys = ("name", "team", "image", "command", "env", "labels", "duration")
+    """What the agent runs: the program, and what each pod asks of its node
+    (host ``cpu`` cores and ``memory_mib``, 0 = none; the acceptable
+    ``gpu_type`` as the spec shows it), for executors that tell a node
+    scheduler (Kubernetes requests, limits and node affinity)."""
+    keys = ("name", "team", "image", "command", "env", "labels", "duration", "cpu",
+            "memory_mib", "gpu_type")
     return {k: spec.get(k) for k in keys}

@@ -97,7 +97,10 @@ def pool_view(row: PoolRow, capacity_milli: int, node_count: int) -> dict[str, A
     }
 
 
-def node_view(row: NodeRow, state: str) -> dict[str, Any]:
+def node_view(row: NodeRow, state: str, *, cpu_in_use: int = 0,
+              memory_mib_in_use: int = 0) -> dict[str, Any]:
+    """``cpu_in_use`` (milli-CPU) and ``memory_mib_in_use``: what the Starting and
+    Running pods placed on the node request."""
     unavailable = [{"index": int(i), "milli": int(m)} for i, m in (row.unavailable or [])]
     return {
         "name": row.name,
@@ -108,6 +111,8 @@ def node_view(row: NodeRow, state: str) -> dict[str, Any]:
         "labels": dict(row.labels or {}),
         "cpu": None if row.cpu_milli is None else cpu_number(row.cpu_milli),
         "memory_mib": row.memory_mib,
+        "cpu_in_use": cpu_number(cpu_in_use),
+        "memory_mib_in_use": memory_mib_in_use,
         "health": row.health,
         "cordoned": row.cordoned,
         "state": state,

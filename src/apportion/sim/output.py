@@ -12,10 +12,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from apportion.domain.cluster import pool_capacity
+from apportion.domain.host import cpu_number
 from apportion.domain.lifecycle import Attempt, Status, WorkloadState, all_attempts
 from apportion.domain.placement_json import placement_to_json
 from apportion.domain.quantities import gpus_number
-from apportion.domain.workload import WorkloadClass
+from apportion.domain.workload import WorkloadClass, gpu_types_value
 from apportion.sim.runner import SimResult
 
 
@@ -51,13 +52,18 @@ def to_json(result: SimResult) -> dict[str, Any]:
 
 
 def workload_json(result: SimResult, w: WorkloadState) -> dict[str, Any]:
-    """Top-level fields describe the latest attempt; ``attempts`` lists all."""
+    """Top-level fields describe the latest attempt; ``attempts`` lists all.
+    ``gpu_type`` (null, a type, or the list), ``cpu`` (cores) and ``memory_mib``
+    are what each pod asks for (0: nothing), next to where the pods went."""
     return {
         "id": w.id,
         "team": w.team,
         "class": w.spec.wclass.value,
         "priority": w.spec.priority,
         "gpus": gpus_number(sum(p.milli for p in w.placement)),
+        "gpu_type": gpu_types_value(w.spec.gpu_types),
+        "cpu": cpu_number(w.spec.cpu_milli),
+        "memory_mib": w.spec.memory_mib,
         "pods": w.spec.pods,
         "pods_running": len(w.placement) if w.status.is_placed else 0,
         "status": w.status.value,

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from apportion.domain.host import cpu_number
 from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.domain.quantities import count_of, format_gpus
 from apportion.sim.output import pools_json, usage_by_team
@@ -69,20 +70,33 @@ def _timeline(result: SimResult) -> Table:
 
 
 def _workloads(result: SimResult) -> Table:
+    """One row per workload; columns ``GPU type`` and ``CPU/pod``, ``memory/pod``
+    appear when some workload names types or asks for host resources."""
     table = Table(title=f"Workloads at time {result.time}", title_justify="left")
-    for name in ("workload", "team", "class", "GPUs", "status", "pool", "started", "ended"):
-        is_number = name in ("GPUs", "started", "ended")
+    states = sorted(result.states.values(), key=lambda s: s.id)
+    has_types = any(w.spec.gpu_types for w in states)
+    has_host = any(w.spec.cpu_milli or w.spec.memory_mib for w in states)
+    names = ["workload", "team", "class", "GPUs"]
+    names += ["GPU type"] if has_types else []
+    names += ["CPU/pod", "memory/pod"] if has_host else []
+    names += ["status", "pool", "nodes", "started", "ended"]
+    for name in names:
+        is_number = name in ("GPUs", "CPU/pod", "memory/pod", "started", "ended")
         table.add_column(name, justify="right" if is_number else "left", no_wrap=True)
     table.add_column("why")
-    states = sorted(result.states.values(), key=lambda s: s.id)
     for w in states[:MAX_ROWS]:
-        table.add_row(
-            w.name, w.team, f"{w.spec.wclass.value} {w.spec.priority}",
-            format_gpus(w.spec.size(_memory(result, w))),
-            Text(w.status.value + (f" (attempt {w.attempt})" if w.attempt > 1 else ""),
-                 style=_STYLE[w.status]),
-            w.pool or "-", _time(w.started_at), _time(w.ended_at), _why(result, w),
-        )
+        cells: list[str | Text] = [w.name, w.team, f"{w.spec.wclass.value} {w.spec.priority}",
+                                   format_gpus(w.spec.size(_memory(result, w)))]
+        if has_types:
+            cells.append(" or ".join(w.spec.gpu_types) or "any")
+        if has_host:
+            cells += [_cores(w.spec.cpu_milli), _mib(w.spec.memory_mib)]
+        nodes = sorted({p.node for p in w.placement}) if w.status.is_placed else []
+        cells += [Text(w.status.value + (f" (attempt {w.attempt})" if w.attempt > 1 else ""),
+                       style=_STYLE[w.status]),
+                  w.pool or "-", ", ".join(nodes) or "-", _time(w.started_at),
+                  _time(w.ended_at), _why(result, w)]
+        table.add_row(*cells)
     if len(states) > MAX_ROWS:
         table.caption = f"{len(states) - MAX_ROWS} more workloads not shown; use -o json"
     return table
@@ -102,6 +116,20 @@ def _memory(result: SimResult, w: WorkloadState) -> int:
     pools = result.scenario.pools
     pool = pools.get(w.pool or "") or next(iter(pools.values()))
     return pool.gpu_memory_mib
+
+
+def _cores(milli: int) -> str:
+    return "-" if not milli else str(cpu_number(milli))
+
+
+def _mib(mib: int) -> str:
+    """64Gi, 1536Mi (as Kubernetes writes memory); ``-`` for none asked."""
+    if not mib:
+        return "-"
+    for unit, size in (("Ti", 1024 * 1024), ("Gi", 1024)):
+        if mib % size == 0:
+            return f"{mib // size}{unit}"
+    return f"{mib}Mi"
 
 
 def _time(at: int | None) -> str:

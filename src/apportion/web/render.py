@@ -50,6 +50,24 @@ def frac(value: float | int | None) -> str:
     return f"{whole} {part}" if whole else part
 
 
+def mib(value: float | int | None) -> str:
+    """Host memory as Kubernetes writes it: 64Gi, 1536Mi, 2Ti; ``-`` for none."""
+    if not value:
+        return "-"
+    n = int(value)
+    for unit, size in (("Ti", 1024 * 1024), ("Gi", 1024)):
+        if n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n}Mi"
+
+
+def gpu_types(value: str | list[str] | None) -> str:
+    """A workload's ``gpu_type``: ``any``, ``h100``, ``v100-16g or v100-32g``."""
+    if not value:
+        return "any"
+    return value if isinstance(value, str) else " or ".join(value)
+
+
 def ts_of(value: str | float | None) -> float | None:
     if value is None or value == "":
         return None
@@ -110,7 +128,7 @@ def with_query(request: Request, **changes: Any) -> str:
 
 
 env.filters.update(frac=frac, ago=ago, clock=clock, span=span, colour=team_colour,
-                   number=number)
+                   number=number, mib=mib, gpu_types=gpu_types)
 env.globals.update(version=__version__, with_query=with_query)
 
 

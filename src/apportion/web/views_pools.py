@@ -8,13 +8,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup, escape
 
-from apportion.service import insights
+from apportion.service import insights, pools
 from apportion.service.authz import require_reader
 from apportion.service.commands import Session as DbSession
 from apportion.service.context import Ctx
 from apportion.service.queue import queue_view
 from apportion.web.deps import SessionDep
-from apportion.web.render import as_int, frac, page, team_colour
+from apportion.web.render import as_int, frac, mib, number, page, team_colour
 from apportion.web.session import control
 
 router = APIRouter()
@@ -49,15 +49,34 @@ def _device_html(index: int, parts: list[dict[str, Any]], unavailable: int) -> s
     return "".join(out)
 
 
-def _node_html(n: dict[str, Any], shares: dict[tuple[str, int], list[dict[str, Any]]]) -> str:
-    """One node: its name, state in words when not ready, and its GPU boxes. Built
-    here, not in the template: a pool of 1,000 nodes has 8,000 boxes."""
+def host_line(n: dict[str, Any], in_use: tuple[int, int]) -> str:
+    """``CPU 8.5/32 · memory 32Gi/256Gi``: what placed pods request of the node
+    against what it can give (``-`` = not limited); empty when neither is known
+    nor used."""
+    cpu_used, memory_used = in_use
+    if n.get("cpu_milli") is None and n.get("memory_mib") is None and not any(in_use):
+        return ""
+    cpu_all = "-" if n.get("cpu_milli") is None else number(n["cpu_milli"] / 1000, 3)
+    memory_all = "-" if n.get("memory_mib") is None else (mib(n["memory_mib"]) if n[
+        "memory_mib"] else "0")
+    return (f"CPU {number(cpu_used / 1000, 3)}/{cpu_all} · memory "
+            f"{mib(memory_used) if memory_used else '0'}/{memory_all}")
+
+
+def _node_html(n: dict[str, Any], shares: dict[tuple[str, int], list[dict[str, Any]]],
+               in_use: tuple[int, int] = (0, 0)) -> str:
+    """One node: its name, state in words when not ready, its host CPU and memory
+    (in use / allocatable) and its GPU boxes. Built here, not in the template: a
+    pool of 1,000 nodes has 8,000 boxes."""
     name = escape(n["name"])
     state = "" if n["state"] == "ready" else f' <b class="nstate">{n["state"].upper()}</b>'
     devices = "".join(_device_html(i, shares.get((n["name"], i), []),
                                    n["unavailable"].get(i, 0)) for i in range(n["gpus"]))
+    host = host_line(n, in_use)
+    host_html = f'<div class="nhost" data-k="host">{escape(host)}</div>' if host else ""
     return (f'<div class="node state-{n["state"]}" data-node="{name}">'
-            f'<div class="nname">{name}{state}</div><div class="devs">{devices}</div></div>')
+            f'<div class="nname">{name}{state}</div>{host_html}'
+            f'<div class="devs">{devices}</div></div>')
 
 
 def pool_map(s: DbSession, ctx: Ctx, pool: str) -> dict[str, Any]:
@@ -67,10 +86,12 @@ def pool_map(s: DbSession, ctx: Ctx, pool: str) -> dict[str, Any]:
     detail = insights.pool_topology(s, ctx.org_id, pool)
     levels = detail["topology"]
     shares = insights.device_shares(s, ctx, pool)
+    in_use = pools.host_in_use(s, ctx.org_id, pool)
     groups: dict[str, list[str]] = {}
     for n in insights.map_nodes(s, ctx.org_id, pool):
         domain = " / ".join(f"{lv}={n['labels'].get(lv, '-')}" for lv in levels) or "all nodes"
-        groups.setdefault(domain, []).append(_node_html(n, shares))
+        groups.setdefault(domain, []).append(_node_html(n, shares, in_use.get(
+            (pool, n["name"]), (0, 0))))
     teams = sorted({p["team"] for parts in shares.values() for p in parts})
     return {"pool": detail, "teams": teams,
             "groups": [(d, len(html), Markup("".join(html))) for d, html in sorted(groups.items())]}

@@ -12,6 +12,7 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from apportion.domain.errors import ValidationError
+from apportion.domain.host import memory_quantity
 from apportion.service import dryrun, insights, org
 from apportion.service import workloads as svc
 from apportion.service.authz import in_scope
@@ -26,7 +27,9 @@ router = APIRouter()
 FIELDS = ("name", "team", "class", "priority", "gpus", "gpu_memory_mib", "pods", "min_pods",
           "gang", "topology", "topology_mode", "pool", "gpu_type", "command", "image",
           "duration", "cpu", "memory_mib", "requeue_on_preemption")
-INTS = ("priority", "gpu_memory_mib", "pods", "min_pods", "duration", "memory_mib")
+INTS = ("priority", "gpu_memory_mib", "pods", "min_pods", "duration")
+ALLOWED_FORM_MEMORY = ("MiB (4096) or a size with a unit: 64Gi, 512Mi (Ki Mi Gi Ti: powers of "
+                       "1024; k M G T: powers of 1000)")
 
 
 def _number(field: str, raw: str) -> float | int:
@@ -36,6 +39,30 @@ def _number(field: str, raw: str) -> float | int:
         raise ValidationError(field, f"must be a number, got {raw!r}",
                               "e.g. 0.25, 1/4, 1 or 8") from None
     return int(value) if value.denominator == 1 else float(value)
+
+
+def _memory(raw: str) -> int | str:
+    """Host memory per pod: MiB (``4096``) or a Kubernetes size (``64Gi``), as
+    ``submit --memory`` takes it; MiB for the API (which checks the range)."""
+    if raw.isdigit():
+        return int(raw)
+    if not raw[:1].isdigit() and not raw.startswith("."):
+        raise ValidationError("memory_mib", f"must be MiB or a size such as 64Gi, got "
+                              f"{raw!r}", ALLOWED_FORM_MEMORY)
+    try:
+        return memory_quantity(raw, "memory_mib")
+    except ValidationError as err:
+        raise ValidationError("memory_mib", err.message, ALLOWED_FORM_MEMORY) from None
+
+
+def _gpu_types(raw: str) -> str | list[str]:
+    """``v100-16g, v100-32g`` (any of them) → a list; one name → that name."""
+    names = [part.strip() for part in raw.split(",")]
+    if any(not n for n in names):
+        raise ValidationError("gpu_type", f"an empty type name in {raw!r}",
+                              "a GPU type, or several separated by commas")
+    unique = list(dict.fromkeys(names))
+    return unique[0] if len(unique) == 1 else unique
 
 
 def body_from_form(form: dict[str, str]) -> dict[str, Any]:
@@ -62,7 +89,11 @@ def body_from_form(form: dict[str, str]) -> dict[str, Any]:
         body["gang"] = f["gang"] == "yes"
     if f["topology"]:
         body["topology"] = {"level": f["topology"], "mode": f["topology_mode"] or "required"}
-    for key in ("pool", "gpu_type", "image"):
+    if f["memory_mib"]:
+        body["memory_mib"] = _memory(f["memory_mib"])
+    if f["gpu_type"]:
+        body["gpu_type"] = _gpu_types(f["gpu_type"])
+    for key in ("pool", "image"):
         if f[key]:
             body[key] = f[key]
     if f["command"]:

@@ -161,3 +161,17 @@ def test_unlimited_nodes_ignore_cpu_requests(cpu: int | None) -> None:
     cs = ClusterState(Pool("p"), [replace(node("a"), cpu_milli=None if cpu is None else 4000)])
     fits = cs.fits(req(1, pods=8, cpu=1))
     assert fits is (cpu is None)
+
+
+def test_a_pod_without_gpus_goes_where_it_strands_the_fewest_gpus() -> None:
+    # the placement layer takes CPU-only pods for trace replays (docs/placement.md)
+    cs = ClusterState(Pool("p", packing="best_fit"),
+                      [node("a", gpus=8, cpu=64), node("b", gpus=2, cpu=64),
+                       node("c", gpus=1, cpu=4)])
+    cpu_only = PlacementRequest(pods=1, min_pods=1, charge=0, cpu_milli=8000, owner=(5, 0, 0))
+    res = cs.place_and_occupy(cpu_only)
+    assert res.ok and res.pods[0].node == "b" and res.pods[0].devices == ()
+    assert cs.fits(replace(cpu_only, pods=15, min_pods=15, owner=(6, 0, 0)))  # 8 + 7 + 0
+    assert not cs.fits(replace(cpu_only, pods=16, min_pods=16, owner=(6, 0, 0)))
+    big = replace(cpu_only, cpu_milli=100_000, owner=(7, 0, 0))
+    assert cs.place(big).failure is FailureKind.NO_NODE_FITS

@@ -11,8 +11,13 @@ from dataclasses import dataclass, field
 
 from lightkube.models.batch_v1 import JobSpec
 from lightkube.models.core_v1 import (
+    Affinity,
     Container,
     EnvVar,
+    NodeAffinity,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
     PodSpec,
     PodTemplateSpec,
     ResourceRequirements,
@@ -55,6 +60,36 @@ def run_labels(run: Run, pool: str) -> dict[str, str]:
             "apportion.io/attempt": str(run.attempt), "apportion.io/run-id": run.run_id}
 
 
+def cpu_quantity_text(milli: int) -> str:
+    """Milli-CPU as Kubernetes writes it: ``8`` for whole cores, else ``500m``."""
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+def host_resources(cpu_milli: int, memory_mib: int) -> dict[str, str]:
+    """A pod's ``cpu`` and ``memory`` (requests = limits: the pod gets what the
+    scheduler counted for it, and no more); nothing for what was not asked."""
+    out: dict[str, str] = {}
+    if cpu_milli:
+        out["cpu"] = cpu_quantity_text(cpu_milli)
+    if memory_mib:
+        out["memory"] = f"{memory_mib}Mi"
+    return out
+
+
+def gpu_type_affinity(types: tuple[str, ...], label: str) -> Affinity | None:
+    """Required node affinity ``label In types`` for a workload that names GPU
+    types (one or several acceptable ones); None for any type. The pods are
+    placed on such nodes already: this makes the kubelet refuse a pod that
+    would land on another type."""
+    if not types:
+        return None
+    term = NodeSelectorTerm(matchExpressions=[
+        NodeSelectorRequirement(key=label, operator="In", values=list(types))])
+    return Affinity(nodeAffinity=NodeAffinity(
+        requiredDuringSchedulingIgnoredDuringExecution=NodeSelector(
+            nodeSelectorTerms=[term])))
+
+
 def build_job(run: Run, s: KubeSettings) -> Job:
     """The Job for one attempt (pure: no API call)."""
     image = run.exec.image or s.default_image
@@ -71,7 +106,8 @@ def build_job(run: Run, s: KubeSettings) -> Job:
            "APPORTION_PODS": str(run.pods), "APPORTION_WORKLOAD_NAME": run.exec.name,
            "APPORTION_TEAM": run.exec.team,
            "APPORTION_PLACEMENT": annotations["apportion.io/placement"]}
-    limits: dict[str, str] = {}
+    limits: dict[str, str] = host_resources(run.exec.cpu_milli, run.exec.memory_mib)
+    requests = dict(limits)
     if is_fraction:
         milli = first.devices[0].milli
         memory = milli * s.gpu_memory_mib // 1000
@@ -91,8 +127,9 @@ def build_job(run: Run, s: KubeSettings) -> Job:
         containers=[Container(
             name="workload", image=image, command=command,
             env=[EnvVar(name=k, value=v) for k, v in sorted(env.items())],
-            resources=ResourceRequirements(limits=limits or None),
+            resources=ResourceRequirements(limits=limits or None, requests=requests or None),
         )],
+        affinity=gpu_type_affinity(run.exec.gpu_types, s.gpu_type_label),
         nodeName=nodes[0] if len(nodes) == 1 else None,
         schedulerName=None if len(nodes) == 1 else SCHEDULER_NAME,
         serviceAccountName=s.service_account,

@@ -48,16 +48,19 @@ def scope_nodes(book: DeviceBook, scope: ScopeIndex) -> list[int]:
 
 
 def pick_host_only(book: DeviceBook, scope: ScopeIndex, req: PlacementRequest) -> int | None:
-    """Best fit for a pod without GPUs: the node with the least free CPU (then
-    memory) that holds it, ties by name."""
-    host, hb = host_of(req), book.host
-    best: tuple[int, int, int] | None = None
+    """Best fit for a pod without GPUs: where it strands the fewest GPUs — the
+    node with the least free GPU milli, then the least free CPU and memory —
+    that holds it, ties by name."""
+    host, hb, avail = host_of(req), book.host, book.avail
+    best: tuple[int, int, int, int] | None = None
     for rank in scope_nodes(book, scope):
         if hb.holds(rank, host):
-            key = (hb.cpu_free(rank), hb.mem_free(rank), rank)
+            first = book.first_dev[rank]
+            gpus = sum(avail[first:first + book.nodes[rank].gpus])
+            key = (gpus, hb.cpu_free(rank), hb.mem_free(rank), rank)
             if best is None or key < best:
                 best = key
-    return None if best is None else best[2]
+    return None if best is None else best[3]
 
 
 def binds(book: DeviceBook, req: PlacementRequest) -> bool:

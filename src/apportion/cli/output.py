@@ -19,6 +19,8 @@ import yaml
 from rich.console import Console
 from rich.text import Text
 
+from apportion.domain.host import format_memory_mib
+
 STATUS_STYLES = {
     "Pending": "yellow", "Queued": "yellow", "Starting": "cyan", "Running": "green",
     "Completed": "blue", "Failed": "red", "Preempted": "magenta", "Cancelled": "dim",
@@ -79,15 +81,8 @@ def fmt_gpus(value: float | int | None) -> str:
 
 
 def fmt_memory_mib(value: int | float | None) -> str:
-    """Host memory as Kubernetes writes it: ``64Gi``, ``1536Mi``, ``2Ti``; ``-`` for
-    none (0: nothing asked for, None: not limited or unknown)."""
-    if not value:
-        return "-"
-    mib = int(value)
-    for unit, size in (("Ti", 1024 * 1024), ("Gi", 1024)):
-        if mib % size == 0:
-            return f"{mib // size}{unit}"
-    return f"{mib}Mi"
+    """Host memory as Kubernetes writes it (``domain.host.format_memory_mib``)."""
+    return format_memory_mib(value)
 
 
 def fmt_gpu_types(value: str | list[str] | None) -> str:

@@ -72,6 +72,18 @@ def parse_memory_mib(value: object, field: str = "memory_mib") -> int:
     return int(amount)
 
 
+def format_memory_mib(value: int | float | None) -> str:
+    """Host memory as Kubernetes writes it: ``64Gi``, ``1536Mi``, ``2Ti``; ``-``
+    for none (0: nothing asked for, None: not limited or unknown)."""
+    if not value:
+        return "-"
+    mib = int(value)
+    for unit, size in (("Ti", 1024 * 1024), ("Gi", 1024)):
+        if mib % size == 0:
+            return f"{mib // size}{unit}"
+    return f"{mib}Mi"
+
+
 def cpu_number(milli: int) -> int | float:
     """Milli-CPU as cores for output: an int when whole, else a float."""
     return milli // MILLI_PER_CPU if milli % MILLI_PER_CPU == 0 else milli / MILLI_PER_CPU

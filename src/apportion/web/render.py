@@ -25,6 +25,7 @@ from fastapi.templating import Jinja2Templates
 
 from apportion import __version__
 from apportion.domain.errors import IllegalTransition, NotFound, ValidationError
+from apportion.domain.host import format_memory_mib
 from apportion.service import audit
 from apportion.service.commands import Session as DbSession
 from apportion.service.errors import Conflict, PermissionDenied, Unauthenticated
@@ -51,14 +52,8 @@ def frac(value: float | int | None) -> str:
 
 
 def mib(value: float | int | None) -> str:
-    """Host memory as Kubernetes writes it: 64Gi, 1536Mi, 2Ti; ``-`` for none."""
-    if not value:
-        return "-"
-    n = int(value)
-    for unit, size in (("Ti", 1024 * 1024), ("Gi", 1024)):
-        if n % size == 0:
-            return f"{n // size}{unit}"
-    return f"{n}Mi"
+    """Host memory as Kubernetes writes it (``domain.host.format_memory_mib``)."""
+    return format_memory_mib(value)
 
 
 def gpu_types(value: str | list[str] | None) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from apportion.client import ApportionClient
-from tests.timing import wait_until
+from tests.timing import SLACK, wait_until
 
 ENTRY = "from apportion.cli.main import main; main()"
 
@@ -33,6 +33,7 @@ def _read_banner(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]
     assert proc.stdout is not None
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
     reader.start()
+    timeout *= SLACK  # a loaded machine (xdist, other runs) starts the stack slower
     end = time.monotonic() + timeout
     while time.monotonic() < end and proc.poll() is None:
         text = "".join(list(lines))

@@ -109,7 +109,7 @@ class CycleCache:
             gone = [i for i in gone if i not in kept]
             came = [i for i in came if i not in kept]
         self._update(self._ws, snapshot, new, gone, came, kept)
-        self._ws.set_mixes(snapshot)
+        self._ws.set_mixes(new, [*gone, *came, *kept])
         return self._ws
 
     def _settle(

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from apportion.domain.cluster import Packing
 from apportion.domain.lifecycle import Exiting, Status, WorkloadState
 from apportion.domain.org import OrgTree
 from apportion.domain.workload import Placement
 from apportion.engine.fairshare.demand import DemandBook, DemandItem, Entitlements
 from apportion.engine.fairshare.fill import index_pool
 from apportion.engine.owners import exit_owner, owner_of, owners_of, parts_of
-from apportion.engine.placement import ClusterState, Owner, PodShape, ShapeMix
+from apportion.engine.placement import ClusterState, Owner
+from apportion.engine.pool_mixes import PoolMixes
 from apportion.engine.pool_state import PoolState
 from apportion.engine.preemption.index import (
     NOMINATION,
@@ -31,27 +31,6 @@ from apportion.engine.working_demand import WorkingDemand
 
 if TYPE_CHECKING:
     pass
-
-
-def pool_mixes(snapshot: Snapshot) -> dict[str, ShapeMix]:
-    """Per pool, the pod shapes it runs and is asked to run (SPEC 5): every
-    live workload placed, nominated or queued in the pool, or pinned to it,
-    and every pending one not routed yet (it may go to any pool), counted by
-    pods; a fragmentation-packed pool measures against it."""
-    counts: dict[str, dict[PodShape, int]] = {}
-    packed = [p for p in snapshot.pools.values() if p.packing is Packing.FRAGMENTATION]
-    for w in snapshot.workloads:
-        if w.status.is_terminal:
-            continue
-        name = w.pool or w.spec.pool
-        pools = packed if name is None else [p for p in packed if p.name == name]
-        spec = w.spec
-        for pool in pools:
-            shape = PodShape(spec.charge(pool.gpu_memory_mib), spec.request.whole_devices,
-                             spec.cpu_milli, spec.memory_mib, spec.gpu_types)
-            per_pool = counts.setdefault(pool.name, {})
-            per_pool[shape] = per_pool.get(shape, 0) + spec.pods
-    return {name: ShapeMix.of(found.items()) for name, found in counts.items()}
 
 
 class WorkingState(WorkingDemand):
@@ -71,7 +50,8 @@ class WorkingState(WorkingDemand):
             w.id: (w.spec.cpu_milli, w.spec.memory_mib) for w in snapshot.workloads
             if w.spec.cpu_milli or w.spec.memory_mib}
         hosts = self.hosts
-        mixes = pool_mixes(snapshot)
+        self.mixes = PoolMixes(snapshot.pools, snapshot.workloads)
+        mixes = self.mixes.mixes()
         for name in sorted(snapshot.pools):
             nodes = snapshot.pool_nodes(name)
             cluster = ClusterState(snapshot.pools[name], nodes, hosts=hosts,
@@ -174,10 +154,13 @@ class WorkingState(WorkingDemand):
         for (name, team, is_reserved), milli in usage.items():
             self.pools[name].ledger.add(team, is_reserved, milli)
 
-    def set_mixes(self, snapshot: Snapshot) -> None:
-        """Measure each pool's fragmentation against ``snapshot``'s pod shapes
+    def set_mixes(self, workloads: Mapping[int, WorkloadState], ids: Iterable[int]) -> None:
+        """Measure each pool's fragmentation against the pod shapes of the
+        snapshot ``workloads`` (by id), of which only ``ids`` may have changed
         (a kept state, before its next cycle: as a fresh state would)."""
-        mixes = pool_mixes(snapshot)
+        for i in ids:
+            self.mixes.set(i, workloads.get(i))
+        mixes = self.mixes.mixes()
         for name, ps in self.pools.items():
             ps.cluster.set_mix(mixes.get(name))
 

@@ -1,0 +1,76 @@
+"""The pod shapes each fragmentation-packed pool runs and is asked to run
+(SPEC 5: running and waiting work), kept up to date workload by workload.
+
+A live workload counts its pods under its shape in the pool it is placed,
+nominated or queued in, or pinned to; a pending one not routed yet counts in
+every such pool (it may go to any). A kept working state updates only the
+workloads whose state changed, so a cycle does not walk the whole snapshot to
+know the mix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from apportion.domain.cluster import Packing, Pool
+from apportion.domain.lifecycle import WorkloadState
+from apportion.engine.placement import PodShape, ShapeMix
+
+#: One workload's part: (pool name, shape, pods) per pool it counts in.
+Part = tuple[tuple[str, PodShape, int], ...]
+
+
+class PoolMixes:
+    """Shape counts per pool, with each workload's part so it can be taken back."""
+
+    def __init__(self, pools: Mapping[str, Pool], workloads: Iterable[WorkloadState]) -> None:
+        self._packed = sorted((p for p in pools.values() if p.packing is Packing.FRAGMENTATION),
+                              key=lambda p: p.name)
+        self._counts: dict[str, dict[PodShape, int]] = {p.name: {} for p in self._packed}
+        self._parts: dict[int, tuple[WorkloadState, Part]] = {}
+        self._mixes: dict[str, ShapeMix] = {}
+        self._dirty: set[str] = set(self._counts)
+        for w in workloads:
+            self.set(w.id, w)
+
+    def _part(self, w: WorkloadState) -> Part:
+        if w.status.is_terminal or not self._packed:
+            return ()
+        name = w.pool or w.spec.pool
+        spec = w.spec
+        return tuple(
+            (pool.name, PodShape(spec.charge(pool.gpu_memory_mib), spec.request.whole_devices,
+                                 spec.cpu_milli, spec.memory_mib, spec.gpu_types), spec.pods)
+            for pool in self._packed if name is None or pool.name == name
+        )
+
+    def set(self, wid: int, w: WorkloadState | None) -> None:
+        """Workload ``wid`` is now ``w`` (None: it left)."""
+        old = self._parts.get(wid)
+        if old is not None and old[0] is w:
+            return
+        part = () if w is None else self._part(w)
+        if w is not None and old is not None and old[1] == part:
+            self._parts[wid] = (w, part)
+            return
+        for name, shape, pods in old[1] if old is not None else ():
+            counts = self._counts[name]
+            counts[shape] -= pods
+            if not counts[shape]:
+                del counts[shape]
+            self._dirty.add(name)
+        for name, shape, pods in part:
+            counts = self._counts[name]
+            counts[shape] = counts.get(shape, 0) + pods
+            self._dirty.add(name)
+        if w is None:
+            self._parts.pop(wid, None)
+        else:
+            self._parts[wid] = (w, part)
+
+    def mixes(self) -> dict[str, ShapeMix]:
+        """The mix of each fragmentation-packed pool (rebuilt where counts changed)."""
+        for name in self._dirty:
+            self._mixes[name] = ShapeMix.of(self._counts[name].items())
+        self._dirty.clear()
+        return self._mixes

@@ -28,8 +28,7 @@ node.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
-from collections.abc import Iterable
+from bisect import bisect_left, insort
 from typing import cast
 
 from apportion.engine.placement.device_book import Constraints, DeviceBook, FilterKey
@@ -321,8 +320,6 @@ def _shapes(mix: ShapeMix) -> list[tuple[int, int, int, int, int, frozenset[str]
 
 
 def _move(groups: dict[int, list[int]], rank: int, old: int, new: int) -> None:
-    from bisect import bisect_left, insort
-
     if old >= 0:
         ranks = groups.get(old)
         if ranks is not None:
@@ -332,13 +329,3 @@ def _move(groups: dict[int, list[int]], rank: int, old: int, new: int) -> None:
                 if not ranks:
                     del groups[old]
     insort(groups.setdefault(new, []), rank)
-
-
-def mix_of(shapes: Iterable[tuple[PlacementRequest, int]]) -> ShapeMix:
-    """A mix from requests and pod counts (helper for callers and tests)."""
-    from apportion.engine.placement.shapes import PodShape
-
-    return ShapeMix.of(
-        (PodShape(r.charge, r.whole_devices, r.cpu_milli, r.memory_mib, r.gpu_types), n)
-        for r, n in shapes
-    )

@@ -160,11 +160,6 @@ class HostBook:
         for r, cpu, mem in self.claims.get(owner, ()):
             self.add(r, 2, -cpu, -mem)
 
-    def unclaim(self, owner: Owner) -> None:
-        if owner in self.claims:
-            self.release_claims(owner)
-            self.set_claim(owner, None)
-
     def ignore_exiting(self) -> None:
         """Exiting victims count as gone (call under a mark)."""
         for r in sorted(self.exiting_nodes):

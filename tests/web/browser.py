@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-component-update", "--disable-sync"]
 #: bounded waits for what the page shows (a loaded 2-core machine is slow)
 TIMEOUT_MS = 15_000
+#: seconds between the stand-in agent's heartbeats (well under ``agent_timeout``)
+HEARTBEAT_EVERY = 2.0
 
 
 def need_chromium() -> None:
@@ -65,9 +68,14 @@ class LiveServer:
 
 
 def _agent(server: LiveServer, stop: threading.Event) -> None:
+    """Report start decisions as running, and heartbeat as a real agent does."""
+    beat = time.monotonic()
     while not stop.is_set():
         with contextlib.suppress(AssertionError, httpx.HTTPError):  # the server is stopping
             server.demo.report_running()
+            if time.monotonic() - beat >= HEARTBEAT_EVERY:
+                server.demo.heartbeat()
+                beat = time.monotonic()
         stop.wait(0.1)
 
 

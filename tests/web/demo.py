@@ -44,6 +44,11 @@ class Demo:
         self.ids[key] = wid
         return wid
 
+    def heartbeat(self) -> None:
+        """The agent's liveness report: without it the nodes turn ``unknown``
+        once ``agent_timeout`` passes (a session-long server outlives it)."""
+        self.call("POST", "/v1/agent/heartbeat", self.agent, json={"nodes": NODES})
+
     def report_running(self) -> int:
         """The agent's part: report every new start decision as running."""
         n = 0
@@ -64,16 +69,18 @@ class Demo:
                 n += bool(res.get("accepted"))
 
 
+NODES = [{"name": "n1", "gpus": 8, "labels": {"rack": "r1"}},
+         {"name": "n2", "gpus": 8, "labels": {"rack": "r1"}},
+         {"name": "n3", "gpus": 8, "labels": {"rack": "r2"}}]
+
+
 def build(call: Call) -> Demo:
     """Create the organization and submit the three workloads (no cycle run)."""
     demo = Demo(call)
     call("POST", "/v1/pools", json={"name": "main", "topology": ["rack"],
                                     "preemption_grace": 0})
     demo.agent = bearer(demo.token("agent-main", "agent", pool="main"))
-    call("POST", "/v1/agent/heartbeat", demo.agent, json={"nodes": [
-        {"name": "n1", "gpus": 8, "labels": {"rack": "r1"}},
-        {"name": "n2", "gpus": 8, "labels": {"rack": "r1"}},
-        {"name": "n3", "gpus": 8, "labels": {"rack": "r2"}}]})
+    demo.heartbeat()
     call("POST", "/v1/nodes/n3/cordon", json={})
     for body in ({"slug": "research"}, {"slug": "nlp", "parent": "research"},
                  {"slug": "vision", "parent": "research"}, {"slug": "production"}):

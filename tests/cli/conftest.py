@@ -35,11 +35,14 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 
 
 @contextlib.contextmanager
-def live_server(directory: Path) -> Iterator[str]:
-    """A control plane with its SQLite database in ``directory``; yields its URL."""
+def live_server(directory: Path, agent_timeout: float = 60.0) -> Iterator[str]:
+    """A control plane with its SQLite database in ``directory``; yields its URL.
+    ``agent_timeout``: a fixture that heartbeats once and lives long (a module's
+    snapshot) raises it, or its nodes would turn ``unknown`` mid-module."""
     db = directory / "apportion.db"
     settings = Settings(database_url=f"sqlite:///{db}", bootstrap_token=BOOTSTRAP_TOKEN,
-                        cycle_interval=0.2, cycle_min_gap=0.02, rate_limit=0.0)
+                        cycle_interval=0.2, cycle_min_gap=0.02, rate_limit=0.0,
+                        agent_timeout=agent_timeout)
     control = ControlPlane(settings)
     control.start()
     sock = bound_socket()  # handed to uvicorn: no window for another process to take it

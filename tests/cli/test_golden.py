@@ -23,7 +23,7 @@ def tour(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Org]:
     # A fixed slug: the admin's name ("cli1-admin") sets a column's width, so a
     # number that depends on how many orgs other tests made first (random order)
     # would shift the tables.
-    with live_server(tmp) as url, new_org(url, tmp, slug="cli1") as org:
+    with live_server(tmp, agent_timeout=24 * 3600.0) as url, new_org(url, tmp, slug="cli1") as org:
         agent = seed_org(org)
         sweep = submit(org, "sweep", "vision", 0.5, pods=3, priority=40)
         org.run(agent, sweep)

@@ -56,11 +56,26 @@ def test_scores_are_fgds_logistic_steps_in_integers() -> None:
     assert score(4 * 1000 * 10, 50) == 0
 
 
-def test_typical_shapes_cover_95_percent_of_pods_and_set_memory_aside() -> None:
+def test_typical_shapes_set_memory_aside_and_keep_every_shape_by_default() -> None:
     shapes = [(PodShape(500, 0, 1000, 4096), 60), (PodShape(500, 0, 1000, 8192), 30),
               (PodShape(1000, 1, 8000), 6), (PodShape(250, 0, 2000), 4)]
     got = typical(ShapeMix.of(shapes))
-    assert got == ((PodShape(500, 0, 1000, 0), 90), (PodShape(1000, 1, 8000, 0), 6))
+    assert got == ((PodShape(250, 0, 2000, 0), 4), (PodShape(500, 0, 1000, 0), 90),
+                   (PodShape(1000, 1, 8000, 0), 6))
+    # FGD's 95 %: the rarest shape (4 of 100 pods) drops out
+    fgd = typical(ShapeMix.of(shapes), cover_pct=95)
+    assert fgd == ((PodShape(500, 0, 1000, 0), 90), (PodShape(1000, 1, 8000, 0), 6))
+
+
+def test_a_rare_eight_gpu_shape_keeps_an_empty_node_whole() -> None:
+    # 1-GPU pods are 99 % of the mix, 8-GPU pods 1 %: a 1-GPU pod must go to the
+    # node already in use, not break the only empty 8-GPU node (with FGD's 95 %
+    # cover the 8-GPU shape would not count and both nodes would score alike).
+    mix = ShapeMix.of([(PodShape(1000, 1), 99), (PodShape(1000, 8), 1)])
+    cs = ClusterState(pool(), [Node("a", "p", 8), Node("b", "p", 8)], mix=mix)
+    cs.occupy((9, 0, 0), (PodPlacement("b", (DeviceShare(0, 1000),)),))
+    res = cs.place(PlacementRequest(pods=1, min_pods=1, charge=1000, whole_devices=1))
+    assert res.pods[0].node == "b"
 
 
 def test_four_quarter_gpus_still_share_one_device() -> None:

@@ -125,6 +125,31 @@ def test_enumerated_filters_are_checked_alike(api: Api, path: str, field: str, a
     assert allowed in err["details"]["allowed"]
 
 
+@pytest.mark.parametrize(("path", "field"), [
+    ("/v1/workloads?submitted_after=nan", "submitted_after"),
+    ("/v1/workloads?submitted_after=1e400", "submitted_after"),
+    ("/v1/workloads?submitted_before=-1e400", "submitted_before"),
+    ("/v1/workloads?submitted_after=1e308", "submitted_after"),
+    ("/v1/workloads?submitted_after=-1", "submitted_after"),
+    ("/v1/audit?after=inf", "after"),
+    ("/v1/audit?before=yesterday", "before"),
+])
+def test_a_time_filter_out_of_range_is_a_400_naming_it(api: Api, path: str, field: str
+                                                       ) -> None:
+    # nan, infinity and 1e308 used to be taken as times and answer 200 with nothing
+    err = _err(api.call("GET", path), 400)
+    assert err["code"] == "BAD_REQUEST" and err["details"]["field"] == field
+    assert err["details"]["allowed"] == "RFC 3339 or epoch seconds 0..253402300799"
+    assert err["message"].startswith(f"{field}: ")
+
+
+def test_a_time_filter_in_range_still_filters(api: Api) -> None:
+    api.org()
+    wid = _submit(api, gpus=1).json()["data"]["id"]
+    assert [w["id"] for w in api.ok("GET", "/v1/workloads?submitted_after=0")] == [wid]
+    assert api.ok("GET", "/v1/workloads?submitted_after=9999-12-31T23:59:59Z") == []
+
+
 def test_a_close_enumerated_value_gets_a_did_you_mean(api: Api) -> None:
     err = _err(api.call("GET", "/v1/workloads?status=Runing"), 400)
     assert "did you mean 'Running'?" in err["message"]

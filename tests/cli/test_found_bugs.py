@@ -94,3 +94,9 @@ def test_reservation_of_one_gpu_is_singular(org: Org) -> None:
     seed_org(org)
     out = org.ok("reservations", "set", "vision", "main", "1")
     assert out.strip().endswith(": 1 GPU")
+
+
+def test_pools_show_says_one_node_not_one_nodes(org: Org) -> None:
+    org.add_pool("solo", nodes=1, gpus=4)
+    first = org.ok("pools", "show", "solo").splitlines()[0]
+    assert first.startswith("pool solo: 4 GPUs on 1 node, 0 in use"), first

@@ -28,6 +28,8 @@ MAX_SECONDS = 100 * 365 * 86400
 MAX_EPOCH_SECONDS = 253_402_300_799
 #: nodes of one pool, workloads and events of one scenario file.
 MAX_NODES = 100_000
+#: GPUs of all nodes of one scenario file (each device is simulated).
+MAX_SCENARIO_GPUS = 1_000_000
 MAX_SCENARIO_WORKLOADS = 100_000
 #: teams of one organization (or one scenario file), and tree depth.
 MAX_TEAMS = 10_000

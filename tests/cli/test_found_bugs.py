@@ -100,3 +100,17 @@ def test_pools_show_says_one_node_not_one_nodes(org: Org) -> None:
     org.add_pool("solo", nodes=1, gpus=4)
     first = org.ok("pools", "show", "solo").splitlines()[0]
     assert first.startswith("pool solo: 4 GPUs on 1 node, 0 in use"), first
+
+
+def test_nodes_list_with_an_unknown_state_or_pool_fails_and_names_it(org: Org) -> None:
+    org.add_pool("main", nodes=1, gpus=4)
+    result = org.cli("nodes", "list", "--state", "Ready")
+    assert result.exit_code == 1 and result.stdout == ""
+    line = result.stderr.strip()
+    assert "state: 'Ready' is not allowed; did you mean 'ready'?" in line, line
+    assert "ready, cordoned, down, unknown" in line
+    result = org.cli("nodes", "list", "--pool", "mian")
+    assert result.exit_code == 1
+    assert "pool 'mian' not found; did you mean 'main'?" in result.stderr
+    result = org.cli("workloads", "list", "--team", "nobody-here")
+    assert result.exit_code == 1 and "team 'nobody-here' not found" in result.stderr

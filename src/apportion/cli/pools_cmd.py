@@ -202,12 +202,12 @@ def show(
 @command
 def list_nodes(
     pool: Annotated[str | None, typer.Option("--pool")] = None,
-    state: Annotated[str | None, typer.Option("--state", help="ready, cordoned or down.")
+    state: Annotated[str | None, typer.Option("--state", help="ready, cordoned, down or unknown.")
                      ] = None,
     output: OutputOpt = None,
     no_headers: NoHeadersOpt = False,
 ) -> None:
-    """Nodes with their state (ready / cordoned / down)."""
+    """Nodes with their state (ready / cordoned / down / unknown)."""
     fmt = common.output_format(output)
     with common.open_client() as client:
         rows = list(paginate(client.list_nodes, pool=pool, state=state))

@@ -114,3 +114,18 @@ def test_nodes_list_with_an_unknown_state_or_pool_fails_and_names_it(org: Org) -
     assert "pool 'mian' not found; did you mean 'main'?" in result.stderr
     result = org.cli("workloads", "list", "--team", "nobody-here")
     assert result.exit_code == 1 and "team 'nobody-here' not found" in result.stderr
+
+
+def test_infinite_or_nan_gpus_are_a_usage_error_not_a_traceback(org: Org,
+                                                                 tmp_path: Path) -> None:
+    seed_org(org)
+    for value in ("inf", "nan", "1e400"):
+        result = org.cli("submit", "x", "--team", "nlp", "--gpus", value, "--", "true")
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.startswith("error: gpus: must be a finite number"), result.stderr
+        assert "Traceback" not in result.stderr
+    spec = tmp_path / "w.yaml"
+    spec.write_text("name: x\nteam: nlp\ngpus: 1\ncpu: .inf\n")
+    result = org.cli("submit", "-f", str(spec))
+    assert result.exit_code == 2 and "cpu: must be a finite number, got inf" in result.stderr
+    assert org.admin.list_workloads(limit=1).total_count == 0  # nothing was sent

@@ -125,6 +125,31 @@ def test_enumerated_filters_are_checked_alike(api: Api, path: str, field: str, a
     assert allowed in err["details"]["allowed"]
 
 
+@pytest.mark.parametrize(("path", "field"), [
+    ("/v1/workloads?submitted_after=nan", "submitted_after"),
+    ("/v1/workloads?submitted_after=1e400", "submitted_after"),
+    ("/v1/workloads?submitted_before=-1e400", "submitted_before"),
+    ("/v1/workloads?submitted_after=1e308", "submitted_after"),
+    ("/v1/workloads?submitted_after=-1", "submitted_after"),
+    ("/v1/audit?after=inf", "after"),
+    ("/v1/audit?before=yesterday", "before"),
+])
+def test_a_time_filter_out_of_range_is_a_400_naming_it(api: Api, path: str, field: str
+                                                       ) -> None:
+    # nan, infinity and 1e308 used to be taken as times and answer 200 with nothing
+    err = _err(api.call("GET", path), 400)
+    assert err["code"] == "BAD_REQUEST" and err["details"]["field"] == field
+    assert err["details"]["allowed"] == "RFC 3339 or epoch seconds 0..253402300799"
+    assert err["message"].startswith(f"{field}: ")
+
+
+def test_a_time_filter_in_range_still_filters(api: Api) -> None:
+    api.org()
+    wid = _submit(api, gpus=1).json()["data"]["id"]
+    assert [w["id"] for w in api.ok("GET", "/v1/workloads?submitted_after=0")] == [wid]
+    assert api.ok("GET", "/v1/workloads?submitted_after=9999-12-31T23:59:59Z") == []
+
+
 def test_a_close_enumerated_value_gets_a_did_you_mean(api: Api) -> None:
     err = _err(api.call("GET", "/v1/workloads?status=Runing"), 400)
     assert "did you mean 'Running'?" in err["message"]
@@ -200,3 +225,38 @@ def test_a_nul_character_is_a_422_on_every_backend(api: Api, body: dict[str, Any
     assert err["details"]["field"] == field
     assert "NUL" in err["message"] and "NUL" in err["details"]["allowed"]
     assert api.ok("GET", "/v1/workloads") == []
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field"), [
+    ("PATCH", "/v1/teams/nlp", '{"burst_limit_percent": 1e400}', "burst_limit_percent"),
+    ("POST", "/v1/nodes/n1/cordon", '{"version": 1e400}', "version"),
+    ("POST", "/v1/workloads", '{"name": "w", "team": "nlp", "gpus": 1, "pods": 1e400}',
+     "pods"),
+])
+def test_infinity_in_an_integer_field_is_said_in_our_words(api: Api, method: str, path: str,
+                                                           body: str, field: str) -> None:
+    # was Pydantic's "Input should be a finite number"
+    api.org()
+    r = api.client.request(method, path, content=body.encode(),
+                           headers={**api.admin, "content-type": "application/json"})
+    err = _err(r, 422)
+    assert err["message"].startswith(f"{field}: must be "), err
+    assert "Input should" not in err["message"]
+    assert err["details"]["field"] == field
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field", "hint"), [
+    ("POST", "/v1/workloads", {"name": "w", "team": "nlx", "gpus": 1}, "team", "nlp"),
+    ("PATCH", "/v1/teams/nlp", {"parent": "reserch"}, "parent", "research"),
+    ("POST", "/v1/teams", {"slug": "x", "parent": "reserch"}, "parent", "research"),
+    ("POST", "/v1/tokens", {"name": "t", "role": "member", "teams": ["visoin"]}, "teams[0]",
+     "vision"),
+])
+def test_an_unknown_team_in_a_body_is_a_422_with_did_you_mean(
+        api: Api, method: str, path: str, body: dict[str, Any], field: str, hint: str) -> None:
+    api.org()
+    before = api.ok("GET", "/v1/teams")
+    err = _err(api.call(method, path, json=body), 422)
+    assert err["details"]["field"] == field
+    assert f"did you mean {hint!r}?" in err["message"], err
+    assert api.ok("GET", "/v1/teams") == before  # nothing changed

@@ -94,3 +94,38 @@ def test_reservation_of_one_gpu_is_singular(org: Org) -> None:
     seed_org(org)
     out = org.ok("reservations", "set", "vision", "main", "1")
     assert out.strip().endswith(": 1 GPU")
+
+
+def test_pools_show_says_one_node_not_one_nodes(org: Org) -> None:
+    org.add_pool("solo", nodes=1, gpus=4)
+    first = org.ok("pools", "show", "solo").splitlines()[0]
+    assert first.startswith("pool solo: 4 GPUs on 1 node, 0 in use"), first
+
+
+def test_nodes_list_with_an_unknown_state_or_pool_fails_and_names_it(org: Org) -> None:
+    org.add_pool("main", nodes=1, gpus=4)
+    result = org.cli("nodes", "list", "--state", "Ready")
+    assert result.exit_code == 1 and result.stdout == ""
+    line = result.stderr.strip()
+    assert "state: 'Ready' is not allowed; did you mean 'ready'?" in line, line
+    assert "ready, cordoned, down, unknown" in line
+    result = org.cli("nodes", "list", "--pool", "mian")
+    assert result.exit_code == 1
+    assert "pool 'mian' not found; did you mean 'main'?" in result.stderr
+    result = org.cli("workloads", "list", "--team", "nobody-here")
+    assert result.exit_code == 1 and "team 'nobody-here' not found" in result.stderr
+
+
+def test_infinite_or_nan_gpus_are_a_usage_error_not_a_traceback(org: Org,
+                                                                 tmp_path: Path) -> None:
+    seed_org(org)
+    for value in ("inf", "nan", "1e400"):
+        result = org.cli("submit", "x", "--team", "nlp", "--gpus", value, "--", "true")
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.startswith("error: gpus: must be a finite number"), result.stderr
+        assert "Traceback" not in result.stderr
+    spec = tmp_path / "w.yaml"
+    spec.write_text("name: x\nteam: nlp\ngpus: 1\ncpu: .inf\n")
+    result = org.cli("submit", "-f", str(spec))
+    assert result.exit_code == 2 and "cpu: must be a finite number, got inf" in result.stderr
+    assert org.admin.list_workloads(limit=1).total_count == 0  # nothing was sent

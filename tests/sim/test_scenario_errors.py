@@ -180,6 +180,15 @@ def test_unknown_output_format_is_a_usage_error(scenario_file) -> None:
                  "workloads[0].duration", ["out of range"], id="duration"),
     pytest.param(POOL + "teams: [{name: r, reservations: {main: 1e30}}]",
                  "teams[0].reservations.main", ["<= 1000000"], id="reservation"),
+    # each within its own limit, together too much: 102,400,000 simulated devices
+    # never finished (and 100,000 + 1 nodes passed the per-entry count)
+    pytest.param("pools: [{name: main, nodes: [{prefix: n, count: 100000, gpus: 1024}]}]",
+                 "pools[0].nodes[0]", ["102400000 GPUs", "at most 1000000 GPUs"],
+                 id="file-gpus"),
+    pytest.param("pools: [{name: main, nodes: [{prefix: n, count: 100000, gpus: 1}, "
+                 "{name: extra, gpus: 1}]}]",
+                 "pools[0].nodes[1]", ["100001 nodes", "at most 100000 nodes"],
+                 id="file-nodes"),
 ])
 def test_every_count_size_and_time_has_a_limit(text: str, field: str, words: list[str]) -> None:
     with pytest.raises(ValidationError) as err:
@@ -198,6 +207,16 @@ def test_a_hundred_billion_nodes_exit_2_at_once(scenario_file) -> None:
     assert run.stderr.strip().endswith(
         "pools[0].nodes[0].count: must be <= 100000, got 100000000000 "
         "(allowed: an integer 1..100000)")
+
+
+def test_a_file_of_too_many_gpus_exits_2_at_once(scenario_file) -> None:
+    path = scenario_file("pools: [{name: main, nodes: [{prefix: n, count: 100000, "
+                         "gpus: 1024}]}]\nteams: [{name: r}]\n")
+    run = shell(path)
+    assert run.exit_code == 2
+    assert run.stderr.strip().endswith(
+        "pools[0].nodes[0]: brings the file to 102400000 GPUs "
+        "(allowed: at most 1000000 GPUs on all nodes)")
 
 
 def test_the_summary_counts_in_singular_for_one(scenario_file) -> None:

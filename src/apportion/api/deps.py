@@ -117,17 +117,21 @@ PageDep = Annotated[Paging, Depends()]
 
 
 def parse_time(value: str | None, field: str) -> float | None:
-    """RFC 3339 or epoch seconds."""
+    """RFC 3339 or epoch seconds, within 1970 .. 9999 (``limits.MAX_EPOCH_SECONDS``):
+    ``nan``, ``1e400`` or a negative number is a BadParam naming ``field``."""
     if value is None or value == "":
         return None
+    allowed = f"RFC 3339 or epoch seconds 0..{limits.MAX_EPOCH_SECONDS}"
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
-        pass
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise BadParam(field, f"{value!r} is not a time", "RFC 3339 or epoch seconds") from None
+        try:
+            seconds = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            raise BadParam(field, f"{value!r} is not a time", allowed) from None
+    if not 0 <= seconds <= limits.MAX_EPOCH_SECONDS:  # also false for nan
+        raise BadParam(field, f"{value!r} is out of range", allowed)
+    return seconds
 
 
 async def capture_response(request: Request, response: Response) -> None:

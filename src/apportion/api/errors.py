@@ -75,6 +75,8 @@ def _problem(err: Any) -> tuple[str, str, str | None]:
     message = str(err.get("msg", "invalid"))
     if kind in ("int_type", "int_parsing", "int_from_float", "int_parsing_size"):
         message, allowed = f"must be an integer, got {got!r}", allowed or "an integer"
+    elif kind == "finite_number":  # an integer field given 1e400 (JSON infinity)
+        message = f"must be a finite number, got {got!r}"
     elif kind in ("string_type",):
         message = f"must be a string, got {got!r}"
     elif kind in ("bool_type", "bool_parsing"):

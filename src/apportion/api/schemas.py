@@ -103,8 +103,9 @@ Cores = Annotated[float | int, _number_in(
                         description="cores per pod, steps of 0.001")]
 Days = Annotated[float | int, _number_in(0, 36500),
                  Field(json_schema_extra={"minimum": 0, "maximum": 36500})]
-EpochSeconds = Annotated[float | int, _number_in(0, 253402300799),
-                         Field(json_schema_extra={"minimum": 0, "maximum": 253402300799})]
+EpochSeconds = Annotated[float | int, _number_in(0, limits.MAX_EPOCH_SECONDS),
+                         Field(json_schema_extra={"minimum": 0,
+                                                  "maximum": limits.MAX_EPOCH_SECONDS})]
 Version = Annotated[int, _int(0, limits.MAX_INT64, "the version you read; 409 if stale"), JSON_INT]
 Seconds = Annotated[int, _int(0, limits.MAX_SECONDS, "seconds"), JSON_INT]
 Slug = Annotated[StrictStr, Field(min_length=1, max_length=63)]

@@ -20,6 +20,7 @@ from apportion.cli.output import (
     team_style,
 )
 from apportion.client import ApportionClient, paginate
+from apportion.domain.quantities import count_of
 
 pools_app = typer.Typer(help="GPU pools (clusters): capacity and a device map.",
                         no_args_is_help=True)
@@ -183,8 +184,9 @@ def show(
     width = max((len(r["cells"]) for r in rows), default=0)
     out = stdout()
     used = sum(_team_totals(workloads).values())
+    on_nodes = count_of(pool.get("node_count", len(nodes)), "node")
     out.print(f"pool {pool['name']}: {gpus_phrase(pool.get('capacity'))} on "
-              f"{pool.get('node_count', len(nodes))} nodes, {fmt_gpus(used / 1000)} in use "
+              f"{on_nodes}, {fmt_gpus(used / 1000)} in use "
               f"by workloads; packing {pool.get('packing', '-')}; agent "
               f"{(pool.get('agent') or {}).get('status', '-')}")
     if rows:
@@ -200,12 +202,12 @@ def show(
 @command
 def list_nodes(
     pool: Annotated[str | None, typer.Option("--pool")] = None,
-    state: Annotated[str | None, typer.Option("--state", help="ready, cordoned or down.")
+    state: Annotated[str | None, typer.Option("--state", help="ready, cordoned, down or unknown.")
                      ] = None,
     output: OutputOpt = None,
     no_headers: NoHeadersOpt = False,
 ) -> None:
-    """Nodes with their state (ready / cordoned / down)."""
+    """Nodes with their state (ready / cordoned / down / unknown)."""
     fmt = common.output_format(output)
     with common.open_client() as client:
         rows = list(paginate(client.list_nodes, pool=pool, state=state))

@@ -6,6 +6,7 @@ and either submits it or, with ``--dry-run``, asks the server what would happen.
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from pathlib import Path
@@ -241,6 +242,7 @@ def submit(
     body.update({k: v for k, v in flags.items() if v is not None})
     body.setdefault("team", _default_team())
     _check_required(body)
+    _check_finite(body)
     fmt = common.output_format(output)
     with common.open_client() as client:
         if dry_run:
@@ -262,6 +264,21 @@ def _check_required(body: dict[str, Any]) -> None:
                           "`apportion config set default_team T`")
     if body.get("gpus") is None and body.get("gpu_memory_mib") is None:
         raise usage_error("how much GPU per pod? use --gpus 0.5|1|4... or --gpu-memory 20Gi")
+
+
+def _check_finite(value: Any, field: str = "") -> None:
+    """JSON has no infinity or NaN: ``--gpus inf`` or ``gpus: .inf`` in a file is a
+    usage error naming the field (it was a traceback from the JSON encoder)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        allowed = (" (allowed: 0.25, 0.5, 0.75 or a whole number 1-1024)"
+                   if field == "gpus" else "")
+        raise usage_error(f"{field}: must be a finite number, got {value}{allowed}")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, f"{field}.{key}" if field else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_finite(item, f"{field}[{i}]")
 
 
 def _dry_run(client: ApportionClient, body: dict[str, Any], fmt: Format,

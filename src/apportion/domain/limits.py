@@ -24,8 +24,12 @@ MAX_MEMORY_MIB = 1024**3
 MAX_RESERVATION_GPUS = 1_000_000
 #: a duration, delay, grace or scenario time, in seconds (100 years).
 MAX_SECONDS = 100 * 365 * 86400
+#: a point in time as epoch seconds: 1970-01-01 .. 9999-12-31T23:59:59Z.
+MAX_EPOCH_SECONDS = 253_402_300_799
 #: nodes of one pool, workloads and events of one scenario file.
 MAX_NODES = 100_000
+#: GPUs of all nodes of one scenario file (each device is simulated).
+MAX_SCENARIO_GPUS = 1_000_000
 MAX_SCENARIO_WORKLOADS = 100_000
 #: teams of one organization (or one scenario file), and tree depth.
 MAX_TEAMS = 10_000

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from apportion.domain.errors import NotFound, ValidationError
+from apportion.domain.errors import NotFound, ValidationError, did_you_mean
 from apportion.domain.org import OrgTree, Team, validate_reservations
 from apportion.domain.quantities import parse_gpu_amount
 from apportion.service import audit
@@ -71,7 +71,9 @@ def _check_parent(session: Session, org_id: int, parent: str | None) -> None:
     if parent is None:
         return
     if repo.find_team(session, org_id, parent) is None:
-        raise ValidationError("parent", f"team {parent!r} does not exist", "an existing team")
+        known = [t.slug for t in repo.list_teams(session, org_id)]
+        raise ValidationError("parent", f"team {parent!r} does not exist"
+                              f"{did_you_mean(parent, known)}", "an existing team")
     if _has_active_workloads(session, org_id, parent):
         raise Conflict(
             f"team {parent!r} has workloads; a team with children holds none "

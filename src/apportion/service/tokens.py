@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from apportion.domain.errors import NotFound, ValidationError
+from apportion.domain.errors import NotFound, ValidationError, did_you_mean
 from apportion.domain.org import validate_slug
 from apportion.service import audit
 from apportion.service.authz import require_admin
@@ -140,7 +140,9 @@ def create_token(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, 
     name, role, teams, pool = _validate_token_body(body)
     for i, slug in enumerate(teams):
         if org_repo.find_team(session, ctx.org_id, slug) is None:
-            raise ValidationError(f"teams[{i}]", f"team {slug!r} does not exist")
+            known = [t.slug for t in org_repo.list_teams(session, ctx.org_id)]
+            raise ValidationError(f"teams[{i}]", f"team {slug!r} does not exist"
+                                  f"{did_you_mean(slug, known)}", "an existing team")
     expires_at = body.get("expires_at")
     days = body.get("expires_in_days")
     if days is not None:

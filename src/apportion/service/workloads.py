@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from apportion.domain.errors import NotFound, ValidationError
+from apportion.domain.errors import NotFound, ValidationError, did_you_mean
 from apportion.domain.lifecycle import Status, submitted, transition
 from apportion.domain.workload import WorkloadSpec
 from apportion.service import audit
@@ -54,7 +54,9 @@ def parse_spec(body: Mapping[str, Any]) -> WorkloadSpec:
 def check_team(parents: Parents, team: str) -> None:
     """The team must exist and be a leaf (SPEC 2: workloads belong to leaf teams)."""
     if team not in parents:
-        raise ValidationError("team", f"team {team!r} does not exist", "an existing leaf team")
+        leaves = set(parents) - set(parents.values())
+        raise ValidationError("team", f"team {team!r} does not exist"
+                              f"{did_you_mean(team, leaves)}", "an existing leaf team")
     children = sorted(t for t, p in parents.items() if p == team)
     if children:
         raise ValidationError(

@@ -123,10 +123,9 @@ def parse_pools(raw: object) -> tuple[dict[str, Pool], tuple[Node, ...]]:
         raw_nodes = f.sequence(item.get("nodes"), f.join(path, "nodes"), "nodes")
         for j, raw_node in enumerate(raw_nodes):
             npath = f.join(f.join(path, "nodes"), j)
-            if len(nodes) >= limits.MAX_NODES:
-                raise ValidationError(npath, f"more than {limits.MAX_NODES} nodes in the file",
-                                      f"at most {limits.MAX_NODES} nodes in all")
-            for node in _parse_nodes(raw_node, npath, pool):
+            entry = _parse_nodes(raw_node, npath, pool)
+            _check_totals(nodes, entry, npath)
+            for node in entry:
                 if node.name in seen:
                     raise ValidationError(
                         npath, f"node {node.name!r} is already defined at {seen[node.name]}"
@@ -134,6 +133,20 @@ def parse_pools(raw: object) -> tuple[dict[str, Pool], tuple[Node, ...]]:
                 seen[node.name] = npath
                 nodes.append(node)
     return pools, tuple(nodes)
+
+
+def _check_totals(nodes: Sequence[Node], entry: Sequence[Node], path: str) -> None:
+    """The file's nodes and GPUs with ``entry`` stay within the limits (each
+    device is simulated: 100,000 nodes of 1024 GPUs each would never finish)."""
+    if len(nodes) + len(entry) > limits.MAX_NODES:
+        raise ValidationError(
+            path, f"brings the file to {len(nodes) + len(entry)} nodes",
+            f"at most {limits.MAX_NODES} nodes in all")
+    gpus = sum(n.gpus for n in nodes) + sum(n.gpus for n in entry)
+    if gpus > limits.MAX_SCENARIO_GPUS:
+        raise ValidationError(
+            path, f"brings the file to {gpus} GPUs",
+            f"at most {limits.MAX_SCENARIO_GPUS} GPUs on all nodes")
 
 
 def _parse_pool(item: object, path: str) -> Pool:

@@ -10,6 +10,7 @@ from apportion.domain import limits
 from apportion.domain.cluster import Node, NodeState, Pool
 from apportion.domain.errors import ValidationError
 from apportion.domain.org import OrgTree
+from apportion.domain.quantities import count_of
 from apportion.domain.workload import DeviceShare, Placement, PodPlacement, WorkloadSpec, make_spec
 from apportion.sim import fields as f
 
@@ -154,7 +155,8 @@ def _pod_placement(
     wanted = spec.request.whole_devices or 1
     if len(indexes) != wanted:
         raise ValidationError(
-            dpath, f"lists {len(indexes)} devices; a pod of {spec.request.describe()} needs "
+            dpath, f"lists {count_of(len(indexes), 'device')}; a pod of "
+                   f"{spec.request.describe()} needs "
                    f"{wanted}", f"{wanted} device index(es) 0..{node.gpus - 1}",
         )
     milli = 1000 if spec.request.is_whole else spec.charge(node.gpu_memory_mib)

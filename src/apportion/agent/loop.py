@@ -93,16 +93,25 @@ class Agent:
                 self.idle(stop, delay * random.uniform(0.8, 1.2))
 
     def restore(self) -> None:
-        """After a restart: hand the runs of the state file back to the executor."""
+        """After a restart: hand the runs of the state file back to the executor.
+
+        Runs that were being stopped are handed over as such, with the grace
+        that is left of their stop (``stop_at``): the executor stops them again
+        and keeps the deadline, so a stop in flight survives the restart."""
         if self._adopted:
             return
         self._adopted = True
-        runs = [r.run for r in self.state.runs.values()]
+        now = self.clock.now()
+        records = list(self.state.runs.values())
+        runs = [r.run for r in records]
+        stopping = {r.run.run_id: max(0.0, (now if r.stop_at is None else r.stop_at) - now)
+                    for r in records if r.phase == "stopping"}
         for run in runs:
             logship.track(self.state, run, self.executor.log_files(run))
         if runs:
-            log.info("adopting %d run(s) from %s", len(runs), self.state_file.path)
-            self.executor.adopt(runs)
+            log.info("adopting %d run(s) from %s (%d being stopped)", len(runs),
+                     self.state_file.path, len(stopping))
+            self.executor.adopt(runs, stopping)
 
     def idle(self, stop: threading.Event, seconds: float) -> None:
         """Wait ``seconds`` while still observing the executor (no network)."""
@@ -121,7 +130,7 @@ class Agent:
             self._is_shutting_down = True
             for rid, rec in list(self.state.runs.items()):
                 self.executor.stop(rid, 0)
-                rec.phase = "stopping"
+                rec.phase, rec.stop_at = "stopping", self.clock.now()
             end = self.clock.monotonic() + timeout
             while self.state.runs and self.clock.monotonic() < end:
                 self.observe()
@@ -295,9 +304,9 @@ class Agent:
         if ended:
             log.warning("%s: the control plane says %s (attempt %s); stopping it", rid,
                         answer.get("status"), answer.get("attempt"))
-            self.executor.stop(rid, 0)
-            rec.phase = "stopping"
+            rec.phase, rec.stop_at = "stopping", self.clock.now()
             self._save()
+            self.executor.stop(rid, 0)
 
     # -- 4. decisions -----------------------------------------------------------------------
 
@@ -370,7 +379,9 @@ class Agent:
             return
         grace = max(0.0, d.grace_seconds or 0.0)
         log.info("%s: stop (%s, grace %.0f s)", d.run_id, d.reason, grace)
-        rec.phase = "stopping"
+        # The deadline is saved before the executor is asked: a restarted agent
+        # stops the run again with what is left of the grace (``restore``).
+        rec.phase, rec.stop_at = "stopping", self.clock.now() + grace
         self.state.outbox = [i for i in self.state.outbox
                              if not (i["run_id"] == d.run_id and i["status"] == "running")]
         self._save()
@@ -404,7 +415,7 @@ class Agent:
             self.executor.stop(d.run_id, grace)
             self._queue(rec, "failed", f"executor error: could not stop {pods_phrase(pods)} "
                         f"for a shrink: {err}", None)
-            rec.phase = "stopping"
+            rec.phase, rec.stop_at = "stopping", self.clock.now() + grace
             self._save()
             return
         left = rec.run.pods_running

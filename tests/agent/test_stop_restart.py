@@ -261,3 +261,73 @@ def test_a_kubernetes_stop_saved_before_a_crash_deletes_with_the_grace_that_is_l
     assert kube.objects["jobs"] == {}
     second.observe()
     assert second.state.runs == {}
+
+
+# -- a start waits for the runs stopping on its devices ------------------------------------
+
+
+def _start_on(rid: str, wid: int, index: int, milli: int = 1000, i: int = 3) -> Decision:
+    return decision_from_json({
+        "id": i, "kind": "start", "workload_id": wid, "attempt": 1, "run_id": rid,
+        "placement": [{"node": "n1", "devices": [{"index": index, "milli": milli}]}],
+        "exec": {"name": "next", "team": "nlp", "duration": 600}})
+
+
+def test_a_start_on_devices_a_stopping_run_holds_waits_until_it_has_exited(
+    tmp_path: Path,
+) -> None:
+    """After an outage the victim's stop and its replacement's start arrive in one
+    batch: the replacement starts only once the victim is gone, also across a
+    restart of the agent; a start on other devices is not held back."""
+    clock = ManualClock()
+    sim = SimExecutor(NODES, stop_delay=10, clock=clock.now)
+    first = _agent(tmp_path, sim, clock)
+    first.apply([_start("n1")], 1)
+    first.observe()
+    first.apply([_stop(5), _start_on("w6-a1", 6, 0), _start_on("w7-a1", 7, 1, i=4)], 4)
+    assert sim.started == ["w5-a1", "w7-a1"]  # w6 needs device 0, still held by w5
+    assert first.state.runs["w6-a1"].phase == "waiting"
+    clock.advance(2)
+    first.observe()
+    assert "w6-a1" not in sim.runs
+    clock.advance(1)  # the agent dies; the waiting start is in its state file
+
+    again = SimExecutor(NODES, stop_delay=10, clock=clock.now)
+    second = _agent(tmp_path, again, clock)
+    second.restore()
+    assert sorted(again.adopted) == ["w5-a1", "w7-a1"]  # the waiting one is not adopted
+    second.observe()
+    assert "w6-a1" not in again.runs
+    clock.advance(1.9)
+    second.observe()
+    assert "w6-a1" not in again.runs  # w5's grace has 0.1 s left
+    clock.advance(0.1)
+    second.observe()  # w5 exits; w6 starts in the same pass
+    assert "w5-a1" not in again.runs and again.started == ["w6-a1"]
+    assert second.state.runs["w6-a1"].phase == "active"
+
+
+def test_a_fraction_that_fits_beside_a_stopping_run_starts_at_once(tmp_path: Path) -> None:
+    clock = ManualClock()
+    sim = SimExecutor(NODES, stop_delay=10, clock=clock.now)
+    agent = _agent(tmp_path, sim, clock)
+    agent.apply([_start_on("w5-a1", 5, 0, milli=500, i=1)], 1)
+    agent.observe()
+    agent.apply([_stop(5), _start_on("w6-a1", 6, 0, milli=500)], 3)
+    assert sim.started == ["w5-a1", "w6-a1"]  # 500 + 500: the device is not overcommitted
+
+
+def test_a_stop_of_a_held_back_start_ends_it_without_starting_it(tmp_path: Path) -> None:
+    clock = ManualClock()
+    sim = SimExecutor(NODES, stop_delay=10, clock=clock.now)
+    agent = _agent(tmp_path, sim, clock)
+    agent.apply([_start("n1")], 1)
+    agent.observe()
+    agent.apply([_stop(5), _start_on("w6-a1", 6, 0)], 3)
+    agent.apply([decision_from_json({"id": 4, "kind": "stop", "workload_id": 6, "attempt": 1,
+                                     "run_id": "w6-a1", "reason": "cancelled",
+                                     "grace_seconds": 0})], 4)
+    clock.advance(5)
+    agent.observe()
+    assert sim.started == ["w5-a1"] and agent.state.runs == {}
+    assert "w6-a1" in agent.state.done

@@ -36,6 +36,7 @@ from apportion.agent.fold import fold
 from apportion.agent.model import (
     Decision,
     Observed,
+    Run,
     RunStatus,
     decision_from_json,
 )
@@ -102,7 +103,7 @@ class Agent:
             return
         self._adopted = True
         now = self.clock.now()
-        records = list(self.state.runs.values())
+        records = [r for r in self.state.runs.values() if r.phase != "waiting"]
         runs = [r.run for r in records]
         stopping = {r.run.run_id: max(0.0, (now if r.stop_at is None else r.stop_at) - now)
                     for r in records if r.phase == "stopping"}
@@ -129,6 +130,9 @@ class Agent:
         if stop_runs:
             self._is_shutting_down = True
             for rid, rec in list(self.state.runs.items()):
+                if rec.phase == "waiting":
+                    self.state.mark_done(rid)
+                    continue
                 self.executor.stop(rid, 0)
                 rec.phase, rec.stop_at = "stopping", self.clock.now()
             end = self.clock.monotonic() + timeout
@@ -165,6 +169,8 @@ class Agent:
         seen = {o.run_id: o for o in self.executor.poll()}
         changed = False
         for rid, rec in list(self.state.runs.items()):
+            if rec.phase == "waiting":
+                continue  # not handed to the executor yet
             obs = seen.get(rid) or Observed(rid, RunStatus.LOST,
                                             "the executor has no trace of this run")
             changed |= self._observe_one(rec, obs)
@@ -178,6 +184,39 @@ class Agent:
                 self.executor.stop(rid, 0)
         if changed:
             self._save()
+        self._start_waiting()
+
+    def _start_waiting(self) -> None:
+        """Start the held-back starts whose devices no stopping run holds any more."""
+        for rec in [r for r in self.state.runs.values() if r.phase == "waiting"]:
+            if not self._blockers(rec.run):
+                rec.phase = "active"
+                self._launch(rec)
+
+    def _blockers(self, run: Run) -> list[str]:
+        """Runs being stopped that still hold a device ``run`` needs (the device's
+        shares of every started run plus ``run``'s exceed a whole device)."""
+        def shares(r: Run) -> dict[tuple[str, int], int]:
+            out: dict[tuple[str, int], int] = {}
+            for i, pod in enumerate(r.placement):
+                if i in r.stopped:
+                    continue
+                for d in pod.devices:
+                    out[(pod.node, d.index)] = out.get((pod.node, d.index), 0) + d.milli
+            return out
+
+        want = shares(run)
+        used: dict[tuple[str, int], int] = {}
+        stopping: dict[tuple[str, int], set[str]] = {}
+        for rid, rec in self.state.runs.items():
+            if rid == run.run_id or rec.phase == "waiting":
+                continue
+            for key, milli in shares(rec.run).items():
+                used[key] = used.get(key, 0) + milli
+                if rec.phase == "stopping":
+                    stopping.setdefault(key, set()).add(rid)
+        return sorted({rid for key, milli in want.items() if key in stopping
+                       and used[key] + milli > 1000 for rid in stopping[key]})
 
     def _observe_one(self, rec: RunRecord, obs: Observed) -> bool:
         rid = rec.run.run_id
@@ -358,6 +397,21 @@ class Agent:
             return
         rec = RunRecord(replace(d.to_run(self.clock.now()), stopped=taken))
         self.state.runs[d.run_id] = rec
+        blockers = self._blockers(rec.run)
+        if blockers:
+            # After an outage a victim's stop and its replacement's start arrive
+            # together: the replacement waits until the victim has exited.
+            rec.phase = "waiting"
+            self._save()
+            log.info("%s: start held back until %s, stopping on its devices, has exited",
+                     d.run_id, ", ".join(blockers))
+            return
+        self._launch(rec)
+
+    def _launch(self, rec: RunRecord) -> None:
+        """Hand a run to the executor (its start time: now, also after waiting)."""
+        rec.run = replace(rec.run, started_at=self.clock.now())
+        d = rec.run
         logship.track(self.state, rec.run, self.executor.log_files(rec.run))
         self._save()  # before the executor starts it: see the state file's invariant
         log.info("%s: start %s (%d pod(s) on %s)", d.run_id, d.exec.name, rec.run.pods,
@@ -377,6 +431,11 @@ class Agent:
             return
         if rec.phase == "stopping":
             return
+        if rec.phase == "waiting":  # held back, never started: nothing to stop
+            log.info("%s: stop (%s) before it started", d.run_id, d.reason)
+            self.state.mark_done(d.run_id)
+            self._save()
+            return
         grace = max(0.0, d.grace_seconds or 0.0)
         log.info("%s: stop (%s, grace %.0f s)", d.run_id, d.reason, grace)
         # The deadline is saved before the executor is asked: a restarted agent
@@ -394,6 +453,10 @@ class Agent:
         tells the control plane the shrink was carried out."""
         rec = self.state.runs.get(d.run_id)
         if rec is None or rec.phase == "stopping":
+            return
+        if rec.phase == "waiting":  # not started yet: it starts without the taken pods
+            rec.run = replace(rec.run, stopped=tuple(sorted({*rec.run.stopped, *d.pods})))
+            self._save()
             return
         run = rec.run
         pods = tuple(sorted(set(d.pods) - set(run.stopped)))

@@ -5,7 +5,9 @@ atomically (temporary file, fsync, rename) after every change, holding:
 
 - ``cursor``: the id of the last decision applied;
 - ``runs``: every run this agent started and has not finished with, by run id,
-  with its phase (``active`` or ``stopping``), the last status reported and,
+  with its phase (``waiting``: a start held back until the runs stopping on its
+  devices have exited, not yet handed to the executor; ``active``;
+  ``stopping``), the last status reported and,
   once stopping, ``stop_at``: the wall-clock time (agent's clock) by which the
   executor must have ended it (the decision's grace), so that a restarted agent
   re-arms the stop with the grace that is left instead of adopting a run that
@@ -41,7 +43,7 @@ FORMAT = 1
 @dataclass(slots=True)
 class RunRecord:
     run: Run
-    phase: str = "active"  # active | stopping
+    phase: str = "active"  # waiting | active | stopping
     reported: str | None = None  # last status queued for the control plane
     #: once stopping: wall-clock deadline of the stop (agent's clock); None = at once
     stop_at: float | None = None

@@ -73,6 +73,8 @@ class Agent:
         self._last_heartbeat = float("-inf")
         self._failures = 0
         self._adopted = False
+        #: run ids a heartbeat answer says the control plane has ended (``stop_runs``)
+        self._refused: set[str] = set()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -159,6 +161,7 @@ class Agent:
         self.flush()
         wait = 0.0 if self.state.outbox else self.options.poll_interval
         self.apply(*self.fetch(wait))
+        self._stop_refused()
         self.observe()
         self.ship_logs()
         self.flush()
@@ -267,6 +270,7 @@ class Agent:
         answer = self._call(self.api.agent_heartbeat, self.pool, nodes,
                             agent_version=__version__, runs=self._run_statuses())
         self._last_heartbeat = self.clock.now()
+        self._refused.update(str(r) for r in answer.get("stop_runs") or ())
         server_cursor = int(answer.get("decisions_cursor") or 0)
         if self.state.cursor is not None and server_cursor < self.state.cursor:
             log.warning("the control plane's last decision is %d but this agent applied %d: "
@@ -286,10 +290,11 @@ class Agent:
         from the heartbeat, and the later report is then a duplicate. An outcome
         whose logs are still being shipped is left to the outbox flush (after the
         logs), so a run's output is on the server before its outcome, also after
-        an outage."""
+        an outage. Runs being stopped are left out: the control plane has ended
+        them already (their ``running`` would only be refused and audited)."""
         latest: dict[str, dict[str, Any]] = {}
         for rid, rec in self.state.runs.items():
-            if rec.reported == "running":
+            if rec.reported == "running" and rec.phase == "active":
                 latest[rid] = {"workload_id": rec.run.workload_id, "attempt": rec.run.attempt,
                                "run_id": rid, "status": "running"}
         for item in self.state.outbox:  # with the message: the heartbeat may apply it first
@@ -346,6 +351,21 @@ class Agent:
             rec.phase, rec.stop_at = "stopping", self.clock.now()
             self._save()
             self.executor.stop(rid, 0)
+
+    def _stop_refused(self) -> None:
+        """Stop the runs the last heartbeat's answer refused (``stop_runs``), after
+        the decisions were applied: a stop decision among them keeps its grace."""
+        for rid in sorted(self._refused):
+            rec = self.state.runs.get(rid)
+            if rec is None or rec.phase != "active" or rec.reported is None:
+                continue
+            log.warning("%s: the control plane has ended this attempt; stopping it", rid)
+            rec.phase, rec.stop_at = "stopping", self.clock.now()
+            self.state.outbox = [i for i in self.state.outbox
+                                 if not (i["run_id"] == rid and i["status"] == "running")]
+            self._save()
+            self.executor.stop(rid, 0)
+        self._refused.clear()
 
     # -- 4. decisions -----------------------------------------------------------------------
 

@@ -144,3 +144,32 @@ def test_live_decisions_skip_starts_of_ended_attempts(cluster: Cluster) -> None:
         assert first.next_token == str(page.items[0]["id"])
     finally:
         api.close()
+
+
+def test_a_run_the_control_plane_refuses_is_stopped_not_kept_alive(cluster: Cluster) -> None:
+    """Issue 18: a run whose attempt the control plane has ended (here the stop
+    decision was missed: the agent's cursor is past it) was re-reported
+    ``running`` by every heartbeat, refused and audited, and never stopped. The
+    heartbeat's answer now lists it in ``stop_runs`` and the agent stops it."""
+    clock = ManualClock(frozen=False)
+    a = cluster.agent(_sim(clock), clock=clock)
+    wait_for(lambda: cluster.admin.get_pool("main")["capacity"] == 16, 10, "nodes registered")
+    wid = cluster.submit(gpus=1, duration=JOB)
+    cluster.wait_status(wid, "Running")
+    a.halt()
+    cluster.admin.cancel_workload(wid)  # a stop decision the next agent never applies
+    state_file = StateFile(cluster.tmp / "agent-main.json")
+    state = state_file.load("main")
+    with ApportionClient(cluster.server.url, cluster.agent_token) as api:
+        state.cursor = int(api.agent_decisions(0).next_token or 0)
+        answer = api.agent_heartbeat("main", [], runs=[{
+            "workload_id": wid, "attempt": 1, "run_id": f"w{wid}-a1", "status": "running"}])
+    assert answer["stop_runs"] == [f"w{wid}-a1"]
+    state_file.save(state)
+
+    later = _sim(clock)
+    b = cluster.agent(later, clock=clock)
+    wait_for(lambda: f"w{wid}-a1" not in later.runs, 10, "the refused run stopped")
+    assert later.adopted == [f"w{wid}-a1"] and later.started == []
+    wait_for(lambda: f"w{wid}-a1" in b.agent.state.done, 10, "the run finished with")
+    assert cluster.status(wid) == "Cancelled"

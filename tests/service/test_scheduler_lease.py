@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -14,13 +15,16 @@ from apportion.service import agents, pools, workloads
 from apportion.service import org as org_svc
 from apportion.service import tokens as tok
 from apportion.service.context import Ctx
+from apportion.service.control import ControlPlane
 from apportion.service.errors import LostLease, StaleSnapshot
-from apportion.service.scheduler import Scheduler, _run
+from apportion.service.scheduler import Scheduler, _run, default_holder
+from apportion.service.settings import Settings
 from apportion.service.snapshots import load_snapshot
 from apportion.store.db import Database
 from apportion.store.models import CycleRow
 from apportion.store.repos import security as sec_repo
 from apportion.store.repos import workloads as wl_repo
+from tests.timing import wait_until
 
 
 @dataclass
@@ -170,3 +174,64 @@ def test_two_schedulers_never_both_commit(world: World) -> None:
     assert all(len(h) == 1 for h in holders.values())
     versions = [c.snapshot_version for c in cycles]
     assert len(set(versions)) == len(versions), "two plans committed from one snapshot"
+
+
+def test_a_restarted_scheduler_takes_its_own_lease_at_once_and_fences_the_old_one(
+    world: World,
+) -> None:
+    """Issue 18: a crashed sole server waited a whole lease (12-14 s) before
+    scheduling again. A process with the same holder identity that has never
+    held the lease takes it at once, with a new token: a commit of the previous
+    incarnation (paused, not dead) is refused, and it cannot take the lease back."""
+    clock = Clock()
+    old = Scheduler(world.db, "box:data-dir", lease_ttl=15, clock=clock)
+    wid = world.submit("w")
+    assert old.acquire() and old.token == 1
+    with world.db.read() as s:
+        loaded = load_snapshot(s, world.org_id, clock())
+    plan = _run(loaded)
+    clock.now += 1  # "crash" and restart, far within the 15 s lease
+    new = Scheduler(world.db, "box:data-dir", lease_ttl=15, clock=clock)
+    assert new.acquire() and new.token == 2
+    with pytest.raises(LostLease), world.db.write() as s:
+        old._commit(s, world.org_id, loaded, plan, time.perf_counter())
+    assert world.statuses()[wid] == "Pending"  # nothing of the stale plan was written
+    assert not old.acquire()  # the old incarnation waits for expiry like anyone else
+    assert new.acquire() and new.token == 2  # renewing keeps the token
+    assert new.run_org(world.org_id).committed
+    assert world.statuses()[wid] == "Starting"
+    other = Scheduler(world.db, "another-host", lease_ttl=15, clock=clock)
+    assert not other.acquire()  # a different holder still waits for the lease to expire
+
+
+def test_the_holder_identity_is_kept_per_sqlite_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'apportion.db'}"
+    first = default_holder(url)
+    assert default_holder(url) == first  # the same after a restart
+    assert (tmp_path / "apportion.db.holder").read_text().strip() == first
+    assert default_holder(f"sqlite:///{tmp_path / 'other.db'}") != first
+    assert default_holder("sqlite:///:memory:") != default_holder("sqlite:///:memory:")
+
+
+def test_a_crashed_and_restarted_server_schedules_again_within_5_s(tmp_path: Path) -> None:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'apportion.db'}",
+                        bootstrap_token="apt_leasetests01_" + "a" * 32, lease_ttl=15.0,
+                        cycle_interval=5.0, rate_limit=0.0)
+    crashed = ControlPlane(settings)
+    crashed.start()
+    wait_until(lambda: crashed.loop.is_leader, timeout=10, what="the first server leads")
+    crashed.loop._stop.set()  # it dies: the loop ends, the lease is NOT released
+    crashed.loop._wake.set()
+    assert crashed.loop._thread is not None
+    crashed.loop._thread.join(timeout=10)
+    crashed.db.dispose()
+    restarted = ControlPlane(settings)
+    began = time.monotonic()
+    restarted.start()
+    try:
+        wait_until(lambda: restarted.loop.is_leader and restarted.loop.last_cycle_at,
+                   timeout=20, what="the restarted server schedules")
+        assert time.monotonic() - began < 5.0
+        assert restarted.loop.scheduler.token == 2  # a new token: the old one is fenced
+    finally:
+        restarted.stop()

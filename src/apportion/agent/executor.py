@@ -7,7 +7,7 @@ agent's loop thread only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -32,7 +32,12 @@ class Executor(Protocol):
       or ``adopt`` with ``Run.stopped`` set never runs those pods.
     - ``adopt`` is called once after an agent restart with the runs its state
       file says were started and not yet finished: the executor re-attaches to
-      them (and reports ``lost`` for those it cannot find).
+      them (and reports ``lost`` for those it cannot find). ``stopping`` names
+      those the agent was stopping, each with the seconds of its grace that are
+      left (0 when it has run out): the executor starts nothing of them again,
+      only re-attaches and stops them within that time (the local executor's
+      SIGKILL deadline, the simulator's stop time), so a stop in flight
+      survives a restart of the agent.
     """
 
     name: str
@@ -47,7 +52,8 @@ class Executor(Protocol):
 
     def poll(self) -> list[Observed]: ...
 
-    def adopt(self, runs: Sequence[Run]) -> None: ...
+    def adopt(self, runs: Sequence[Run],
+              stopping: Mapping[str, float] | None = None) -> None: ...
 
     def forget(self, run_id: str) -> None: ...
 

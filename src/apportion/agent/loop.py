@@ -36,6 +36,7 @@ from apportion.agent.fold import fold
 from apportion.agent.model import (
     Decision,
     Observed,
+    Run,
     RunStatus,
     decision_from_json,
 )
@@ -72,6 +73,8 @@ class Agent:
         self._last_heartbeat = float("-inf")
         self._failures = 0
         self._adopted = False
+        #: run ids a heartbeat answer says the control plane has ended (``stop_runs``)
+        self._refused: set[str] = set()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -93,16 +96,25 @@ class Agent:
                 self.idle(stop, delay * random.uniform(0.8, 1.2))
 
     def restore(self) -> None:
-        """After a restart: hand the runs of the state file back to the executor."""
+        """After a restart: hand the runs of the state file back to the executor.
+
+        Runs that were being stopped are handed over as such, with the grace
+        that is left of their stop (``stop_at``): the executor stops them again
+        and keeps the deadline, so a stop in flight survives the restart."""
         if self._adopted:
             return
         self._adopted = True
-        runs = [r.run for r in self.state.runs.values()]
+        now = self.clock.now()
+        records = [r for r in self.state.runs.values() if r.phase != "waiting"]
+        runs = [r.run for r in records]
+        stopping = {r.run.run_id: max(0.0, (now if r.stop_at is None else r.stop_at) - now)
+                    for r in records if r.phase == "stopping"}
         for run in runs:
             logship.track(self.state, run, self.executor.log_files(run))
         if runs:
-            log.info("adopting %d run(s) from %s", len(runs), self.state_file.path)
-            self.executor.adopt(runs)
+            log.info("adopting %d run(s) from %s (%d being stopped)", len(runs),
+                     self.state_file.path, len(stopping))
+            self.executor.adopt(runs, stopping)
 
     def idle(self, stop: threading.Event, seconds: float) -> None:
         """Wait ``seconds`` while still observing the executor (no network)."""
@@ -120,8 +132,11 @@ class Agent:
         if stop_runs:
             self._is_shutting_down = True
             for rid, rec in list(self.state.runs.items()):
+                if rec.phase == "waiting":
+                    self.state.mark_done(rid)
+                    continue
                 self.executor.stop(rid, 0)
-                rec.phase = "stopping"
+                rec.phase, rec.stop_at = "stopping", self.clock.now()
             end = self.clock.monotonic() + timeout
             while self.state.runs and self.clock.monotonic() < end:
                 self.observe()
@@ -146,6 +161,7 @@ class Agent:
         self.flush()
         wait = 0.0 if self.state.outbox else self.options.poll_interval
         self.apply(*self.fetch(wait))
+        self._stop_refused()
         self.observe()
         self.ship_logs()
         self.flush()
@@ -156,6 +172,8 @@ class Agent:
         seen = {o.run_id: o for o in self.executor.poll()}
         changed = False
         for rid, rec in list(self.state.runs.items()):
+            if rec.phase == "waiting":
+                continue  # not handed to the executor yet
             obs = seen.get(rid) or Observed(rid, RunStatus.LOST,
                                             "the executor has no trace of this run")
             changed |= self._observe_one(rec, obs)
@@ -169,6 +187,39 @@ class Agent:
                 self.executor.stop(rid, 0)
         if changed:
             self._save()
+        self._start_waiting()
+
+    def _start_waiting(self) -> None:
+        """Start the held-back starts whose devices no stopping run holds any more."""
+        for rec in [r for r in self.state.runs.values() if r.phase == "waiting"]:
+            if not self._blockers(rec.run):
+                rec.phase = "active"
+                self._launch(rec)
+
+    def _blockers(self, run: Run) -> list[str]:
+        """Runs being stopped that still hold a device ``run`` needs (the device's
+        shares of every started run plus ``run``'s exceed a whole device)."""
+        def shares(r: Run) -> dict[tuple[str, int], int]:
+            out: dict[tuple[str, int], int] = {}
+            for i, pod in enumerate(r.placement):
+                if i in r.stopped:
+                    continue
+                for d in pod.devices:
+                    out[(pod.node, d.index)] = out.get((pod.node, d.index), 0) + d.milli
+            return out
+
+        want = shares(run)
+        used: dict[tuple[str, int], int] = {}
+        stopping: dict[tuple[str, int], set[str]] = {}
+        for rid, rec in self.state.runs.items():
+            if rid == run.run_id or rec.phase == "waiting":
+                continue
+            for key, milli in shares(rec.run).items():
+                used[key] = used.get(key, 0) + milli
+                if rec.phase == "stopping":
+                    stopping.setdefault(key, set()).add(rid)
+        return sorted({rid for key, milli in want.items() if key in stopping
+                       and used[key] + milli > 1000 for rid in stopping[key]})
 
     def _observe_one(self, rec: RunRecord, obs: Observed) -> bool:
         rid = rec.run.run_id
@@ -219,6 +270,7 @@ class Agent:
         answer = self._call(self.api.agent_heartbeat, self.pool, nodes,
                             agent_version=__version__, runs=self._run_statuses())
         self._last_heartbeat = self.clock.now()
+        self._refused.update(str(r) for r in answer.get("stop_runs") or ())
         server_cursor = int(answer.get("decisions_cursor") or 0)
         if self.state.cursor is not None and server_cursor < self.state.cursor:
             log.warning("the control plane's last decision is %d but this agent applied %d: "
@@ -238,10 +290,11 @@ class Agent:
         from the heartbeat, and the later report is then a duplicate. An outcome
         whose logs are still being shipped is left to the outbox flush (after the
         logs), so a run's output is on the server before its outcome, also after
-        an outage."""
+        an outage. Runs being stopped are left out: the control plane has ended
+        them already (their ``running`` would only be refused and audited)."""
         latest: dict[str, dict[str, Any]] = {}
         for rid, rec in self.state.runs.items():
-            if rec.reported == "running":
+            if rec.reported == "running" and rec.phase == "active":
                 latest[rid] = {"workload_id": rec.run.workload_id, "attempt": rec.run.attempt,
                                "run_id": rid, "status": "running"}
         for item in self.state.outbox:  # with the message: the heartbeat may apply it first
@@ -295,9 +348,24 @@ class Agent:
         if ended:
             log.warning("%s: the control plane says %s (attempt %s); stopping it", rid,
                         answer.get("status"), answer.get("attempt"))
-            self.executor.stop(rid, 0)
-            rec.phase = "stopping"
+            rec.phase, rec.stop_at = "stopping", self.clock.now()
             self._save()
+            self.executor.stop(rid, 0)
+
+    def _stop_refused(self) -> None:
+        """Stop the runs the last heartbeat's answer refused (``stop_runs``), after
+        the decisions were applied: a stop decision among them keeps its grace."""
+        for rid in sorted(self._refused):
+            rec = self.state.runs.get(rid)
+            if rec is None or rec.phase != "active" or rec.reported is None:
+                continue
+            log.warning("%s: the control plane has ended this attempt; stopping it", rid)
+            rec.phase, rec.stop_at = "stopping", self.clock.now()
+            self.state.outbox = [i for i in self.state.outbox
+                                 if not (i["run_id"] == rid and i["status"] == "running")]
+            self._save()
+            self.executor.stop(rid, 0)
+        self._refused.clear()
 
     # -- 4. decisions -----------------------------------------------------------------------
 
@@ -349,6 +417,21 @@ class Agent:
             return
         rec = RunRecord(replace(d.to_run(self.clock.now()), stopped=taken))
         self.state.runs[d.run_id] = rec
+        blockers = self._blockers(rec.run)
+        if blockers:
+            # After an outage a victim's stop and its replacement's start arrive
+            # together: the replacement waits until the victim has exited.
+            rec.phase = "waiting"
+            self._save()
+            log.info("%s: start held back until %s, stopping on its devices, has exited",
+                     d.run_id, ", ".join(blockers))
+            return
+        self._launch(rec)
+
+    def _launch(self, rec: RunRecord) -> None:
+        """Hand a run to the executor (its start time: now, also after waiting)."""
+        rec.run = replace(rec.run, started_at=self.clock.now())
+        d = rec.run
         logship.track(self.state, rec.run, self.executor.log_files(rec.run))
         self._save()  # before the executor starts it: see the state file's invariant
         log.info("%s: start %s (%d pod(s) on %s)", d.run_id, d.exec.name, rec.run.pods,
@@ -368,9 +451,16 @@ class Agent:
             return
         if rec.phase == "stopping":
             return
+        if rec.phase == "waiting":  # held back, never started: nothing to stop
+            log.info("%s: stop (%s) before it started", d.run_id, d.reason)
+            self.state.mark_done(d.run_id)
+            self._save()
+            return
         grace = max(0.0, d.grace_seconds or 0.0)
         log.info("%s: stop (%s, grace %.0f s)", d.run_id, d.reason, grace)
-        rec.phase = "stopping"
+        # The deadline is saved before the executor is asked: a restarted agent
+        # stops the run again with what is left of the grace (``restore``).
+        rec.phase, rec.stop_at = "stopping", self.clock.now() + grace
         self.state.outbox = [i for i in self.state.outbox
                              if not (i["run_id"] == d.run_id and i["status"] == "running")]
         self._save()
@@ -383,6 +473,10 @@ class Agent:
         tells the control plane the shrink was carried out."""
         rec = self.state.runs.get(d.run_id)
         if rec is None or rec.phase == "stopping":
+            return
+        if rec.phase == "waiting":  # not started yet: it starts without the taken pods
+            rec.run = replace(rec.run, stopped=tuple(sorted({*rec.run.stopped, *d.pods})))
+            self._save()
             return
         run = rec.run
         pods = tuple(sorted(set(d.pods) - set(run.stopped)))
@@ -404,7 +498,7 @@ class Agent:
             self.executor.stop(d.run_id, grace)
             self._queue(rec, "failed", f"executor error: could not stop {pods_phrase(pods)} "
                         f"for a shrink: {err}", None)
-            rec.phase = "stopping"
+            rec.phase, rec.stop_at = "stopping", self.clock.now() + grace
             self._save()
             return
         left = rec.run.pods_running

@@ -5,7 +5,13 @@ atomically (temporary file, fsync, rename) after every change, holding:
 
 - ``cursor``: the id of the last decision applied;
 - ``runs``: every run this agent started and has not finished with, by run id,
-  with its phase (``active`` or ``stopping``) and the last status reported;
+  with its phase (``waiting``: a start held back until the runs stopping on its
+  devices have exited, not yet handed to the executor; ``active``;
+  ``stopping``), the last status reported and,
+  once stopping, ``stop_at``: the wall-clock time (agent's clock) by which the
+  executor must have ended it (the decision's grace), so that a restarted agent
+  re-arms the stop with the grace that is left instead of adopting a run that
+  was being stopped as if it were still wanted;
 - ``outbox``: outcomes (and ``running`` notices) not yet acknowledged by the
   control plane, in the order they happened;
 - ``logs``: per run, the log files of its pods and how many bytes of each the
@@ -37,8 +43,10 @@ FORMAT = 1
 @dataclass(slots=True)
 class RunRecord:
     run: Run
-    phase: str = "active"  # active | stopping
+    phase: str = "active"  # waiting | active | stopping
     reported: str | None = None  # last status queued for the control plane
+    #: once stopping: wall-clock deadline of the stop (agent's clock); None = at once
+    stop_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -78,7 +86,8 @@ class StateFile:
             raise ValueError(f"state file {self.path} belongs to pool {raw.get('pool')!r}, "
                              f"not {pool!r}; use another --data-dir")
         runs = {
-            rid: RunRecord(run_from_json(r["run"]), r.get("phase", "active"), r.get("reported"))
+            rid: RunRecord(run_from_json(r["run"]), r.get("phase", "active"), r.get("reported"),
+                           None if r.get("stop_at") is None else float(r["stop_at"]))
             for rid, r in (raw.get("runs") or {}).items()
         }
         return AgentState(pool=pool, cursor=raw.get("cursor"), runs=runs,
@@ -88,7 +97,8 @@ class StateFile:
     def save(self, state: AgentState) -> None:
         body = {
             "format": FORMAT, "pool": state.pool, "cursor": state.cursor,
-            "runs": {rid: {"run": run_to_json(r.run), "phase": r.phase, "reported": r.reported}
+            "runs": {rid: {"run": run_to_json(r.run), "phase": r.phase, "reported": r.reported,
+                           "stop_at": r.stop_at}
                      for rid, r in sorted(state.runs.items())},
             "outbox": state.outbox, "done": state.done, "logs": state.logs,
         }

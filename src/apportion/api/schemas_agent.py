@@ -75,6 +75,8 @@ class HeartbeatRead(BaseModel):
     nodes: int
     decisions_cursor: int
     heartbeat_timeout: float
+    stop_runs: list[str] = Field(default_factory=list, description="run ids of `runs` "
+                                 "the control plane refused (ended attempts): stop them")
 
 
 class DecisionRead(BaseModel):

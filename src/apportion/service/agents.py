@@ -112,14 +112,20 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
         add_event(session, ctx.org_id, "pool.agent", cause=ctx.cause,
                   message=f"agent of pool {pool_name} connected", data={"pool": pool_name})
     pool.agent_status, pool.last_heartbeat_at = "connected", now
+    # A run the control plane refuses (an older attempt, a terminal workload, a
+    # run id that is not the workload's) must not go on: the agent stops those.
+    stop_runs: set[str] = set()
     for run in body.get("runs") or []:
-        report(session, ctx, run)
+        answer = report(session, ctx, run)
+        if not answer.get("accepted", True) and run.get("run_id"):
+            stop_runs.add(str(run["run_id"]))
     if changed:
         repo.bump_sched_version(session, ctx.org_id)
         audit.record(session, ctx, "agent.heartbeat", f"pool/{pool_name}",
                      after={"nodes": sorted(seen)})
     return {"pool": pool_name, "nodes": len(nodes),
-            "decisions_cursor": wl_repo.last_decision_id(session, ctx.org_id, pool_name)}
+            "decisions_cursor": wl_repo.last_decision_id(session, ctx.org_id, pool_name),
+            "stop_runs": sorted(stop_runs)}
 
 
 def _fail_on_node(session: Session, ctx: Ctx, node: str, now: float) -> None:

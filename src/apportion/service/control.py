@@ -4,13 +4,11 @@ scheduler loop of one server process, started and stopped together."""
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import uuid
 
 from apportion.clock import SYSTEM_CLOCK, Clock
 from apportion.service.loop import SchedulerLoop
 from apportion.service.metrics import Metrics
+from apportion.service.scheduler import default_holder
 from apportion.service.settings import Settings
 from apportion.service.tokens import TokenVerifier, bootstrap
 from apportion.store.db import Database
@@ -26,7 +24,7 @@ class ControlPlane:
         self.db = Database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
         self.metrics = Metrics(self.db)
         self.tokens = TokenVerifier(self.db)
-        holder = settings.holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        holder = settings.holder or default_holder(settings.database_url)
         self.loop = SchedulerLoop(self.db, settings, holder, self.metrics, clock)
         self.bootstrap_token: str | None = None
 

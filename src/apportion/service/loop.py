@@ -69,6 +69,7 @@ class SchedulerLoop:
 
     def _run(self) -> None:
         wait = min(self.settings.cycle_interval, self.settings.lease_ttl / 3)
+        self._wake.set()  # the first tick at once: a restarted server schedules again now
         while not self._stop.is_set():
             self.clock.wait(self._wake, wait)
             self._wake.clear()

@@ -11,9 +11,13 @@ otherwise the plan is dropped and recomputed.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -45,6 +49,28 @@ log = logging.getLogger("apportion.scheduler")
 LEASE = "scheduler"
 
 
+def default_holder(database_url: str) -> str:
+    """The scheduler's holder identity when ``APPORTION_HOLDER`` is not set.
+
+    With an SQLite file it is kept next to the database (``<file>.holder``), so a
+    crashed and restarted server proves it is the same holder and takes its own
+    lease back at once instead of waiting out the TTL. Otherwise (PostgreSQL,
+    in-memory) one per process, as several servers may share the database.
+    """
+    per_process = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    prefix = "sqlite:///"
+    path = database_url[len(prefix):] if database_url.startswith(prefix) else ""
+    if not path or path == ":memory:" or "mode=memory" in database_url:
+        return per_process
+    file = Path(path.split("?", 1)[0] + ".holder")
+    try:
+        if not file.exists():
+            file.write_text(f"{socket.gethostname()}:{uuid.uuid4().hex[:12]}\n")
+        return file.read_text().strip() or per_process
+    except OSError:
+        return per_process
+
+
 @dataclass(frozen=True, slots=True)
 class CycleOutcome:
     committed: bool
@@ -70,6 +96,9 @@ class Scheduler:
         #: entitlements last committed per org (a plan that changes only these commits too)
         self._shares: dict[int, object] = {}
         self._committing: tuple[int, object] | None = None
+        #: True until this process first holds the lease: a restarted process with
+        #: the same (persisted) holder identity may take its own lease at once
+        self._is_fresh = True
 
     # -- the lease --------------------------------------------------------------
     def acquire(self) -> bool:
@@ -82,14 +111,19 @@ class Scheduler:
                     session.add(LeaseRow(name=LEASE, holder=self.holder, token=1,
                                          expires_at=now + self.lease_ttl))
                     self.token = 1
+                    self._is_fresh = False
                     return True
                 if row.holder == self.holder and row.token == self.token:
                     row.expires_at = now + self.lease_ttl
                     return True
-                if row.expires_at <= now or row.holder == self.holder:
+                # Expired; or this process was restarted (same holder identity, never
+                # held the lease yet): take it at once with a new token, so whatever a
+                # previous incarnation still tries to commit is refused by the fence.
+                if row.expires_at <= now or (row.holder == self.holder and self._is_fresh):
                     row.holder, row.token = self.holder, row.token + 1
                     row.expires_at = now + self.lease_ttl
                     self.token = row.token
+                    self._is_fresh = False
                     log.info("scheduler %s took the lease (fencing token %d)",
                              self.holder, self.token)
                     return True

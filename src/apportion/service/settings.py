@@ -65,6 +65,7 @@ class Settings:
             "sqlite_synchronous": env.get("APPORTION_SQLITE_SYNCHRONOUS") or "NORMAL",
             "log_max_bytes": int(_float("APPORTION_LOG_MAX_BYTES", 64 * 1024 * 1024)),
             "web_secret": env.get("APPORTION_WEB_SECRET") or None,
+            "holder": env.get("APPORTION_HOLDER") or "",
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -122,9 +122,18 @@ class KubernetesExecutor:
             if run.stopped:  # adopted after a restart: make sure the shrink happened
                 self._scale_down(run, run.stopped, 0)
 
-    def adopt(self, runs: Sequence[Run]) -> None:
+    def adopt(self, runs: Sequence[Run],
+              stopping: Mapping[str, float] | None = None) -> None:
+        """Re-attach to the runs' Jobs. A run that was being stopped is never
+        created again (its Job may be gone already): what is left of it is
+        deleted with the grace that is left."""
+        stopping = stopping or {}
         for run in runs:
-            self.start(run)
+            if run.run_id in stopping:
+                self.runs[run.run_id] = _KubeRun(run)
+                self.stop(run.run_id, max(0.0, stopping[run.run_id]))
+            else:
+                self.start(run)
 
     def stop(self, run_id: str, grace_seconds: float) -> None:
         known = self.runs.get(run_id)

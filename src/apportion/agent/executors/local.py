@@ -175,12 +175,35 @@ class LocalExecutor:
         if run.stopped:  # adopted after a restart: the grace deadline is lost; kill now
             self._stop_pods(local, run.stopped, 0.0)
 
-    def adopt(self, runs: Sequence[Run]) -> None:
+    def adopt(self, runs: Sequence[Run],
+              stopping: Mapping[str, float] | None = None) -> None:
+        stopping = stopping or {}
         for run in runs:
+            if run.run_id in stopping:
+                self._adopt_stopping(run, max(0.0, stopping[run.run_id]))
+                continue
             try:
                 self.start(run)
             except (OSError, ValueError) as err:
                 self.runs[run.run_id] = _LocalRun(run, failure=f"cannot adopt: {err}")
+
+    def _adopt_stopping(self, run: Run, grace_left: float) -> None:
+        """A run a previous agent was stopping: re-attach to the pods it finds
+        (spawning none), keep the SIGKILL deadline (``grace_left`` from now) and
+        send SIGTERM only to pods that never got one (no ``.stop`` file: the
+        agent died between deciding the stop and signalling)."""
+        local = _LocalRun(run, is_stopping=True, kill_at=self.clock() + grace_left)
+        self.runs[run.run_id] = local
+        for i in range(run.pods):
+            pod = _find(i, self.log_dir(run.workload_id, run.attempt) / f"pod-{i}")
+            if pod is None:
+                continue
+            local.pods.append(pod)
+            stop_file = pod.base.with_suffix(".stop")
+            if not stop_file.exists():
+                with contextlib.suppress(OSError):
+                    stop_file.touch()
+                pod.signal(signal.SIGTERM)
 
     def stop(self, run_id: str, grace_seconds: float) -> None:
         local = self.runs.get(run_id)

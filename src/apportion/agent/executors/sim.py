@@ -89,12 +89,18 @@ class SimExecutor:
         self.runs[run.run_id] = _SimRun(run, fail_after, message)
         self.started.append(run.run_id)
 
-    def adopt(self, runs: Sequence[Run]) -> None:
+    def adopt(self, runs: Sequence[Run],
+              stopping: Mapping[str, float] | None = None) -> None:
+        """Continue the runs from their original start; those being stopped stop
+        within the grace that is left (and never complete first)."""
+        stopping = stopping or {}
         for run in runs:
             if run.run_id not in self.runs:
                 fail_after, message = self._failure_for(run)
                 self.runs[run.run_id] = _SimRun(run, fail_after, message)
                 self.adopted.append(run.run_id)
+                if run.run_id in stopping:
+                    self.stop(run.run_id, max(0.0, stopping[run.run_id]))
 
     def stop(self, run_id: str, grace_seconds: float) -> None:
         sim = self.runs.get(run_id)

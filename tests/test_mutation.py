@@ -1,16 +1,13 @@
 """The engine's tests kill its mutants: ``scripts/mutation --ci`` runs mutmut on
 a fixed sample of the preemption, fair-share and placement code against the
-fast engine and domain tests, and this test holds the score (docs/testing.md,
-"Mutation testing", has the full run and the survivors).
+engine and domain scenario tables, and this test holds the score
+(docs/testing.md, "Mutation testing", has the runs and the survivors).
 
-Slow (about 140 mutants on 2 workers: 4.5 CPU-minutes of tests after a
-test-to-function mapping run of one to several minutes; 11-25 minutes of wall
-time on this shared 2-core machine under a load of 4-7, so an estimated 5 on
-a quiet one; 17+ minutes at a load of 3 on 2026-12-02). That is more than the
-whole rest of the suite, whose budget in CI is 15 minutes, so it runs only
-when asked: ``APPORTION_MUTATION=1 ./scripts/test tests/test_mutation.py``
-(or ``scripts/mutation --ci`` itself). Otherwise it is skipped, with that
-reason in the summary."""
+CI runs ``scripts/mutation --ci`` as its own step after the suite (.ci/run),
+with the same threshold; inside the suite it would add minutes to a run
+whose budget is 15, so here it runs only when asked:
+``APPORTION_MUTATION=1 ./scripts/test tests/test_mutation.py``. Otherwise it
+is skipped, with that reason in the summary."""
 
 from __future__ import annotations
 
@@ -24,16 +21,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The sample scored 79.1 % (106 of 134) and, after the engine split, 83.6 % (122
-#: of 146; docs/testing.md); the margin
-#: is for Hypothesis properties, which draw new examples in every run.
-MIN_SCORE = 75.0
+#: The CI sample (one in 40, scenario tables only, no Hypothesis properties
+#: since 2026-12-02) scored 75.7 % (134 of 177, 4 listed equivalents apart;
+#: docs/testing.md); .ci/run's step uses the same threshold. The margin is for
+#: the sample moving with the source.
+MIN_SCORE = 72.0
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(
     os.environ.get("APPORTION_MUTATION") != "1",
-    reason="the sampled mutation run takes 5-35 min: set APPORTION_MUTATION=1 to run it",
+    reason="CI runs the sampled mutation score as its own step (.ci/run);"
+    " set APPORTION_MUTATION=1 to run it here",
 )
 @pytest.mark.timeout(1800)
 def test_the_sampled_engine_mutants_are_killed() -> None:
@@ -53,8 +52,9 @@ def test_the_sampled_engine_mutants_are_killed() -> None:
     lines = [ln for ln in stdout.splitlines() if ln.startswith("MUTATION_STATS ")]
     assert lines, stdout[-3000:] + stderr[-3000:]
     stats = json.loads(lines[-1].removeprefix("MUTATION_STATS "))
-    tested = sum(v for k, v in stats.items() if k not in ("score", "not checked", "skipped"))
-    assert tested >= 100, stats  # the sample really ran
+    apart = ("score", "not checked", "skipped", "equivalent")
+    tested = sum(v for k, v in stats.items() if k not in apart)
+    assert tested >= 50, stats  # the sample really ran
     assert stats.get("not checked", 0) == 0, stats
     assert stats["score"] >= MIN_SCORE, (stats, (ROOT / ".mutation/ci/survivors.txt").read_text())
     assert proc.returncode == 0, stderr[-3000:]

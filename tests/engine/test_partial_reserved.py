@@ -1,0 +1,35 @@
+"""Elastic scaling of reserved work (SPEC 1 and 6): a reserved workload
+starts as many pods as its team's reservation has room for, whole pods only,
+and at least min_pods."""
+
+from __future__ import annotations
+
+from tests.engine.harness import World
+
+
+def test_a_reserved_job_starts_the_whole_pods_its_reservation_has_room_for() -> None:
+    """b reserves 2.5 GPUs: of four 1-GPU pods (min 2), two start; half a pod
+    is not a pod."""
+    w = World().pool(nodes=1, gpus=8).team("a").team("b", main=2.5)
+    w.submit("sweep", "b", 1, wclass="reserved", pods=4, min_pods=2)
+    w.settle()
+    assert w.status("sweep") == "Running"
+    assert len(w.w("sweep").placement) == 2
+    assert w.usage("b") == 2
+    (start,) = [d for p in w.plans for d in p.decisions if d.kind.value == "start"]
+    assert start.milli == 2000
+    assert start.message == "admitted in pool main on free GPUs (main-n000)"
+
+
+def test_a_reserved_job_below_min_pods_of_room_waits() -> None:
+    """With 1.5 GPUs reserved, one whole pod fits and min_pods is 2: it can
+    never start as reserved work, and the reason says so."""
+    w = World().pool(nodes=1, gpus=8).team("a").team("b", main=1.5)
+    w.submit("sweep", "b", 1, wclass="reserved", pods=4, min_pods=2)
+    w.settle()
+    assert w.status("sweep") == "Pending" and w.usage("b") == 0
+    assert w.code("sweep") == "RESERVATION_TOO_SMALL"
+    reason = w.w("sweep").reason
+    assert reason is not None and reason.message == (
+        "needs 2-4 pods x 1 GPU reserved in pool main; the reservations on team b's"
+        " path hold at most 1.5: raise a reservation or submit it as elastic")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from apportion.domain.cluster import NodeState
+from apportion.domain.cluster import Node, NodeState
 from tests.engine.harness import World
 
 
@@ -23,3 +23,31 @@ def test_a_waiting_gang_of_whole_nodes_keeps_a_node_whole() -> None:
     assert {p.node for p in w.w("nlp-half").placement} == {"main-n000"}
     assert (w.status("vision-huge"), w.code("vision-huge")) == ("Queued", "GANG_WAITING")
     assert "1 fit now" in w.w("vision-huge").reason.message
+
+
+def test_with_no_large_work_in_sight_a_share_still_keeps_an_empty_node_whole() -> None:
+    # The pool's mix is one 4-GPU job and one half GPU: measured against those
+    # alone (FGD's measure), the half GPU strands 0.5 GPU on the empty node and
+    # 3.5 next to the 4-GPU job, so it would open the empty node. The prior of
+    # a whole node (SPEC 5: "plus a configured prior") keeps it whole for the
+    # 8-GPU job that comes next (found by the dashboard's browser test).
+    w = World().pool(nodes=2).team("prod", main=8).team("nlp")
+    w.submit("prod-train", "prod", 4, wclass="reserved", running=True)
+    w.submit("nlp-half", "nlp", 0.5)
+    w.settle()
+    assert {p.node for p in w.w("nlp-half").placement} == {"main-n000"}
+    w.submit("sweep", "nlp", 8, priority=50)
+    w.settle()
+    assert w.status("sweep") == "Running"
+    assert {p.node for p in w.w("sweep").placement} == {"main-n001"}
+
+
+def test_on_nodes_of_two_sizes_a_share_goes_to_the_small_node() -> None:
+    # A 4-GPU and an 8-GPU node, both empty: the whole-node prior has a pod of
+    # each size; the 8-GPU shape can never run on the 4-GPU node, so a share
+    # placed there strands nothing more for it, and the large node stays whole.
+    w = World().pool(nodes=0).team("nlp")
+    w.nodes += [Node("big", "main", 8), Node("small", "main", 4)]
+    w.submit("half", "nlp", 0.5)
+    w.settle()
+    assert {p.node for p in w.w("half").placement} == {"small"}

@@ -35,7 +35,7 @@ class Node:
     """A GPU node. Devices are indexed 0..gpus-1 and hold 1000 milli-GPU each.
 
     ``cpu_milli`` and ``memory_mib`` are what pods may be given (Kubernetes'
-    allocatable); ``None`` means not limited. Not used by placement yet.
+    allocatable); ``None`` means not limited. A pod fits only where both hold it.
     """
 
     name: str
@@ -86,7 +86,7 @@ class Pool:
     start_delay: int = 0
     preemption_grace: int = 0
     starvation_hold_after: int | None = None
-    #: stored and shown; placement packs as best_fit whatever it says (for now)
+    #: how placement picks among nodes that fit (SPEC 5; engine/placement/packing.py)
     packing: Packing = Packing.FRAGMENTATION
 
     def __post_init__(self) -> None:

@@ -17,7 +17,7 @@ from apportion.engine.fairshare.demand import DemandBook, DemandItem, Entitlemen
 from apportion.engine.fairshare.fill import index_pool
 from apportion.engine.owners import exit_owner, owner_of, owners_of, parts_of
 from apportion.engine.placement import ClusterState, Owner
-from apportion.engine.pool_mixes import PoolMixes
+from apportion.engine.pool_mixes import PoolMixes, node_prior
 from apportion.engine.pool_state import PoolState
 from apportion.engine.preemption.index import (
     NOMINATION,
@@ -50,7 +50,8 @@ class WorkingState(WorkingDemand):
             w.id: (w.spec.cpu_milli, w.spec.memory_mib) for w in snapshot.workloads
             if w.spec.cpu_milli or w.spec.memory_mib}
         hosts = self.hosts
-        self.mixes = PoolMixes(snapshot.pools, snapshot.workloads)
+        self.mixes = PoolMixes(snapshot.pools, snapshot.workloads, {
+            name: node_prior(snapshot.pool_nodes(name)) for name in snapshot.pools})
         mixes = self.mixes.mixes()
         for name in sorted(snapshot.pools):
             nodes = snapshot.pool_nodes(name)

@@ -203,13 +203,11 @@ class _NoWait:
         return False
 
 
-@pytest.mark.parametrize("shape", ["local", "4x4x8", "2x2x8", "1x4x8", "2x4x4", pytest.param(
-    "16x1x8", marks=pytest.mark.xfail(strict=True, reason=(
-        "agent/demo.py's opening gang with required rack topology asks 2 nodes where a "
-        "rack has 1 (TOPOLOGY_UNSATISFIABLE for ever)"))), pytest.param(
-    "1x1x8", marks=pytest.mark.xfail(strict=True, reason=(
-        "agent/demo.py's opening submits production an 8-GPU batch above its 3-GPU "
-        "burst cap on a single 8-GPU node (agent/** is not this branch's to change)")))])
+@pytest.mark.parametrize("shape", ["local", "4x4x8", "2x2x8", "1x4x8", "2x4x4",
+                                   # a rack of one node: the opening's rack gang asked 2
+                                   "16x1x8",
+                                   # one 8-GPU node: production's cap (3) is under a node
+                                   "1x1x8"])
 def test_every_demo_workload_fits_its_reservation_cap_and_rack(shape: str) -> None:
     """The demo stream stalled with vision-gang-* jobs (3 x 8 GPUs) that never fit
     vision's reservation of 16: every template must be able to run."""
@@ -223,7 +221,8 @@ def test_every_demo_workload_fits_its_reservation_cap_and_rack(shape: str) -> No
         rack_gpus = per_rack * node_gpus
     capacity = racks * rack_gpus
     recorder = _Recorder()
-    stream = DemoStream(recorder, DemoShape(capacity, node_gpus, shape == "local"),
+    stream = DemoStream(recorder, DemoShape(capacity, node_gpus, shape == "local",
+                                            rack_gpus=None if shape == "local" else rack_gpus),
                         seed=3)  # type: ignore[arg-type]
     stream._opening(_NoWait())  # type: ignore[arg-type]
     for _ in range(500):

@@ -36,6 +36,12 @@ class DemoShape:
     capacity: int  # GPUs in the pool
     node_gpus: int  # GPUs per node
     is_local: bool = False  # real commands (local executor) instead of durations only
+    rack_gpus: int | None = None  # GPUs in one rack (None: the whole pool is one rack)
+
+    @property
+    def rack_nodes(self) -> int:
+        """Nodes in one rack: what a gang with required rack topology may span."""
+        return max(1, (self.rack_gpus or self.capacity) // self.node_gpus)
 
 
 def demo_reservations(capacity: int) -> dict[str, int]:
@@ -110,10 +116,14 @@ class DemoStream:
         rack topology starts."""
         g = self.shape.node_gpus
         nodes = max(1, self.shape.capacity // g)
-        cap_nodes = max(1, self.cap("production") // g)
-        # production bursts beyond its reservation, one node short of its 50 % cap ...
-        for _ in range(max(1, cap_nodes - 1)):
-            self._submit("production", "elastic", gpus=g, priority=40, duration=900,
+        cap = self.cap("production")
+        cap_nodes = max(1, cap // g)
+        # production's unit: a node, or on a pool whose burst cap is under a node
+        # (one 8-GPU node: cap 3) half its cap, so that its work can run at all
+        unit = g if cap >= g else max(1, cap // 2)
+        # production bursts beyond its reservation, one unit short of its 50 % cap ...
+        for _ in range(max(1, cap // unit - 1)):
+            self._submit("production", "elastic", gpus=unit, priority=40, duration=900,
                          kind="batch")
         # ... fractions: notebooks sharing GPUs ...
         self._submit("nlp", "elastic", gpus=0.25, pods=4, priority=50, duration=600,
@@ -130,17 +140,20 @@ class DemoStream:
         if stop.wait(min(3.0, self.interval * 1.5)):
             return
         # ... NLP takes its reservation back (reserved work shrinks the sweep) ...
-        self._submit("nlp", "reserved", gpus=g, pods=nlp_pods, duration=300, kind="train",
-                     gang=True)
+        nlp_gpus = min(g, self.reservations["nlp"])
+        if nlp_gpus >= 1:
+            self._submit("nlp", "reserved", gpus=nlp_gpus, pods=nlp_pods, duration=300,
+                         kind="train", gang=True)
         if stop.wait(min(3.0, self.interval * 1.5)):
             return
         # ... a high-priority elastic job displaces lower-priority elastic work ...
-        self._submit("production", "elastic", gpus=g, priority=90, duration=200,
+        self._submit("production", "elastic", gpus=unit, priority=90, duration=200,
                      kind="urgent")
         if stop.wait(min(3.0, self.interval * 1.5)):
             return
         # ... and vision's own reserved gang, all in one rack.
-        vision_pods = max(1, min(self.reservations["vision"] // g, nodes // 4))
+        vision_pods = max(1, min(self.reservations["vision"] // g, nodes // 4,
+                                 self.shape.rack_nodes))
         if self.reservations["vision"] >= g:
             self._submit("vision", "reserved", gpus=g, pods=vision_pods, duration=240,
                          kind="gang", gang=True,

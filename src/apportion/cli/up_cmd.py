@@ -107,7 +107,9 @@ def up(
             # a single local machine: 1-GPU units so that the demo still bursts and preempts
             per_node = node_gpus if executor == "sim" else 1
             stream = DemoStream(stack.own(ApportionClient(url, token, timeout=30.0)),
-                                DemoShape(int(capacity), per_node, executor == "local"),
+                                DemoShape(int(capacity), per_node, executor == "local",
+                                          rack_gpus=per_rack * node_gpus
+                                          if executor == "sim" else None),
                                 duration_scale=1.0 if executor == "sim" else 0.1)
             stack.thread("apportion-demo", stream.run)
         _follow(admin, until, quiet)

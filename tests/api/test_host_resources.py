@@ -62,3 +62,49 @@ def test_heartbeat_cpu_and_memory_are_stored_and_shown_per_node(api: Api) -> Non
         {"name": "a1", "gpus": 8, "cpu": -4}]})
     assert r.status_code == 422, r.text
     assert r.json()["error"]["details"]["field"] == "nodes[0].cpu"
+
+
+def test_a_pools_typical_pods_are_stored_validated_shown_and_used(api: Api) -> None:
+    # default: null (a whole node of each node size, docs/placement.md)
+    assert api.ok("POST", "/v1/pools", json={"name": "p1"})["typical_pods"] is None
+    made = api.ok("POST", "/v1/pools", json={"name": "p2", "typical_pods": [
+        {"gpus": 0.5, "count": 4, "cpu": 2, "memory_mib": 65536}, {"gpus": 4}]})
+    assert made["typical_pods"] == [
+        {"gpus": 0.5, "count": 4, "cpu": 2, "memory_mib": 65536},
+        {"gpus": 4, "count": 1, "cpu": 0, "memory_mib": 0}]
+    # a PATCH of another field keeps them; [] is "no prior"; null is the default again
+    assert api.ok("PATCH", "/v1/pools/p2", json={"preemption_grace": 5})["typical_pods"] == \
+        made["typical_pods"]
+    assert api.ok("PATCH", "/v1/pools/p2", json={"typical_pods": []})["typical_pods"] == []
+    assert api.ok("PATCH", "/v1/pools/p2", json={"typical_pods": None})["typical_pods"] is None
+    for body, field, words in (
+            ({"typical_pods": [{"gpus": 0.3}]}, "typical_pods[0].gpus", "0.25, 0.5, 0.75"),
+            ({"typical_pods": [{"gpus": 1, "count": 0}]}, "count", ""),
+            ({"typical_pods": [{"gpus": 1, "cuont": 2}]}, "cuont", "count")):
+        r = api.call("POST", "/v1/pools", json={"name": "p3", **body})
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert field in err["details"]["field"] and words in r.text, r.text
+    assert "p3" not in {p["name"] for p in api.ok("GET", "/v1/pools")}
+
+
+def test_typical_pods_steer_where_a_share_goes(api: Api) -> None:
+    # Two 8-GPU nodes, one running a reserved 4-GPU job. With the default prior
+    # the next half GPU goes beside it (the empty node stays whole); a pool
+    # told it runs only half GPUs and 4-GPU jobs places it as FGD would, on
+    # the empty node.
+    for typical, expect_beside in ((None, True), ([{"gpus": 0.5}, {"gpus": 4}], False)):
+        name = "whole" if typical is None else "told"
+        api.ok("POST", "/v1/pools", json={"name": name, "typical_pods": typical})
+        agent = api.token(f"agent-{name}", "agent", pool=name)
+        api.ok("POST", "/v1/agent/heartbeat", agent, json={"nodes": [
+            {"name": f"{name}-a", "gpus": 8}, {"name": f"{name}-b", "gpus": 8}]})
+        api.ok("POST", "/v1/teams", json={"slug": f"{name}-t"})
+        api.ok("PUT", f"/v1/reservations/{name}-t/{name}", json={"gpus": 4})
+        big = api.submit(team=f"{name}-t", gpus=4, pool=name, **{"class": "reserved"})
+        api.cycle()
+        half = api.submit(team=f"{name}-t", gpus=0.5, pool=name)
+        api.cycle()
+        where = {p["node"] for p in api.workload(big["id"])["placement"]}
+        half_at = {p["node"] for p in api.workload(half["id"])["placement"]}
+        assert (half_at == where) is expect_beside, (typical, where, half_at)

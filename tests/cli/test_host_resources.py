@@ -1,5 +1,5 @@
 """Host CPU/memory and packing as a user sees them in ``pools list/show`` and
-``nodes list`` (SPEC rev 3, sections 1 and 5: shown, not yet used by placement)."""
+``nodes list`` (SPEC rev 3, sections 1 and 5), and a pool's typical pods in ``pools show``."""
 
 from __future__ import annotations
 
@@ -25,3 +25,14 @@ def test_pools_and_nodes_show_packing_and_host_resources(org: Org) -> None:
     head = nodes[0].split()
     g1 = dict(zip(head, nodes[1].split(), strict=False))
     assert (g1["CPU"], g1["MEMORY-MIB"]) == ("96", "786432")
+
+
+def test_pools_show_names_the_typical_pods_a_pool_was_given(org: Org) -> None:
+    org.admin.create_pool("told", typical_pods=[
+        {"gpus": 0.5, "count": 4, "cpu": 2, "memory_mib": 65536}, {"gpus": 4}])
+    org.admin.create_pool("plain")
+    show = org.ok("pools", "show", "told").splitlines()
+    assert "packing fragmentation" in show[0]
+    assert show[1] == "typical pods: 0.5 GPUs x 4 (2 CPUs, 64Gi), 4 GPUs x 1"
+    assert not any(line.startswith("typical pods") for line in
+                   org.ok("pools", "show", "plain").splitlines())  # the default prior

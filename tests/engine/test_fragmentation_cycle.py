@@ -51,3 +51,22 @@ def test_on_nodes_of_two_sizes_a_share_goes_to_the_small_node() -> None:
     w.submit("half", "nlp", 0.5)
     w.settle()
     assert {p.node for p in w.w("half").placement} == {"small"}
+
+
+def test_a_pool_s_typical_pods_replace_the_whole_node_prior() -> None:
+    # The same pool told that it runs half GPUs and 4-GPU jobs only (no whole
+    # nodes): measured against those, the half GPU strands least on the empty
+    # node, as FGD would place it; with no prior at all ([]), the same.
+    for typical in ([{"gpus": 0.5, "count": 4}, {"gpus": 4}], []):
+        w = World().pool(nodes=2, typical_pods=typical).team("prod", main=8).team("nlp")
+        w.submit("prod-train", "prod", 4, wclass="reserved", running=True)
+        w.submit("nlp-half", "nlp", 0.5)
+        w.settle()
+        assert {p.node for p in w.w("nlp-half").placement} == {"main-n001"}, typical
+    # told that it runs 8-GPU jobs, it keeps the empty node whole
+    w = World().pool(nodes=2, typical_pods=[{"gpus": 8, "count": 1}]).team(
+        "prod", main=8).team("nlp")
+    w.submit("prod-train", "prod", 4, wclass="reserved", running=True)
+    w.submit("nlp-half", "nlp", 0.5)
+    w.settle()
+    assert {p.node for p in w.w("nlp-half").placement} == {"main-n000"}

@@ -86,6 +86,12 @@ TEAM = "teams: [{name: r}]\n"
         pytest.param("pools: [{name: main, packing: bestfit, nodes: []}]",
                      "pools[0].packing", ["did you mean 'best_fit'?",
                                           "fragmentation, best_fit"], id="packing"),
+        pytest.param("pools: [{name: main, typical_pods: [{gpus: 8}, {gpus: 0.3}], nodes: []}]",
+                     "pools[0].typical_pods[1].gpus", ["0.3 is not a valid GPU request",
+                                                       "0.25, 0.5, 0.75"], id="typical-gpus"),
+        pytest.param("pools: [{name: main, typical_pods: [{gpus: 1, cuont: 2}], nodes: []}]",
+                     "pools[0].typical_pods[0].cuont", ["gpus, count, cpu, memory_mib"],
+                     id="typical-key"),
     ],
 )
 def test_errors_name_the_field(text: str, field: str, words: list[str]) -> None:
@@ -225,3 +231,14 @@ def test_the_summary_counts_in_singular_for_one(scenario_file) -> None:
     assert run.exit_code == 0
     summary = run.stdout.strip().splitlines()[-1]
     assert ": 1 workload, 0 preemptions," in summary, summary
+
+
+def test_typical_pods_are_read_and_kept() -> None:
+    scenario = parse_scenario(
+        "pools: [{name: main, typical_pods: [{gpus: 0.5, count: 3, cpu: 4}, {gpus: 8}], "
+        "nodes: [{name: a, gpus: 8}]}]\n" + TEAM + "workloads: []")
+    assert [t.to_json() for t in scenario.pools["main"].typical_pods or ()] == [
+        {"gpus": 0.5, "count": 3, "cpu": 4, "memory_mib": 0},
+        {"gpus": 8, "count": 1, "cpu": 0, "memory_mib": 0}]
+    assert parse_scenario("pools: [{name: main, nodes: [{name: a, gpus: 8}]}]\n" + TEAM
+                          + "workloads: []").pools["main"].typical_pods is None

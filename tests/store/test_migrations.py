@@ -106,10 +106,10 @@ def test_host_resources_round_trip_through_the_stored_spec() -> None:
     assert codec.spec_from_dict(old).cpu_milli == 0  # a spec stored before revision 3
 
 
-def test_0004_and_0005_give_existing_rows_their_defaults(backend_url: str) -> None:
+def test_0004_to_0006_give_existing_rows_their_defaults(backend_url: str) -> None:
     """Rows written before shrinks and host resources upgrade to: exiting part 0
     (the whole attempt), decisions without pods, workloads without preemptions,
-    pools packing fragmentation, nodes not limited."""
+    pools packing fragmentation with the default prior, nodes not limited."""
     from alembic import command
     from sqlalchemy import text
 
@@ -151,5 +151,7 @@ def test_0004_and_0005_give_existing_rows_their_defaults(backend_url: str) -> No
                 "fragmentation"
             node = conn.execute(text("SELECT cpu_milli, memory_mib FROM nodes")).one()
             assert tuple(node) == (None, None)
+            # 0006: no typical pods stored, so the default prior (a whole node)
+            assert conn.execute(text("SELECT typical_pods FROM pools")).scalar_one() is None
     finally:
         db.dispose()

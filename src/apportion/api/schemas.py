@@ -306,6 +306,21 @@ DeviceMib = Annotated[int, _int(1, limits.MAX_GPU_MEMORY_MIB, "MiB per device"),
 Packing = Literal["fragmentation", "best_fit"]
 
 
+class TypicalPodModel(Strict):
+    """One shape of a pool's prior for ``fragmentation`` packing (docs/placement.md)."""
+
+    gpus: PodGpus
+    count: Annotated[int, _int(1, limits.MAX_TYPICAL_COUNT, "pods of this shape"),
+                     JSON_INT] = 1
+    cpu: Cores = 0
+    memory_mib: Annotated[int, _int(0, limits.MAX_MEMORY_MIB, "host MiB per pod"),
+                          JSON_INT] = 0
+
+
+TYPICAL_PODS_DOC = ("the prior of fragmentation packing: pod shapes the pool typically runs, "
+                    "with counts; null = one whole node of each node size; [] = none")
+
+
 class PoolCreate(Strict):
     name: Slug
     gpu_type: Label | None = None
@@ -316,6 +331,8 @@ class PoolCreate(Strict):
     starvation_hold_after: Seconds | None = None
     packing: Packing = Field(default="fragmentation", description="fragmentation | best_fit "
                              "(docs/placement.md)")
+    typical_pods: list[TypicalPodModel] | None = Field(
+        default=None, max_length=limits.MAX_TYPICAL_SHAPES, description=TYPICAL_PODS_DOC)
 
 
 class PoolUpdate(Strict):
@@ -326,7 +343,16 @@ class PoolUpdate(Strict):
     preemption_grace: Seconds | None = None
     starvation_hold_after: Seconds | None = None
     packing: Packing | None = None
+    typical_pods: list[TypicalPodModel] | None = Field(
+        default=None, max_length=limits.MAX_TYPICAL_SHAPES, description=TYPICAL_PODS_DOC)
     version: Version | None = None
+
+
+class TypicalPodRead(BaseModel):
+    gpus: Gpus
+    count: int
+    cpu: Gpus
+    memory_mib: int
 
 
 class AgentInfo(BaseModel):
@@ -343,6 +369,7 @@ class PoolRead(BaseModel):
     preemption_grace: int
     starvation_hold_after: int | None
     packing: str
+    typical_pods: list[TypicalPodRead] | None = Field(description=TYPICAL_PODS_DOC)
     capacity: Gpus
     node_count: int
     agent: AgentInfo

@@ -20,6 +20,7 @@ from apportion.cli.output import (
     team_style,
 )
 from apportion.client import ApportionClient, paginate
+from apportion.domain.host import format_memory_mib
 from apportion.domain.quantities import count_of
 
 pools_app = typer.Typer(help="GPU pools (clusters): capacity and a device map.",
@@ -159,6 +160,17 @@ def _load_pool(client: ApportionClient, name: str) -> tuple[dict, list[dict], li
     return pool, nodes, workloads
 
 
+def typical_phrase(typical: list[dict[str, Any]]) -> str:
+    """A pool's configured prior: ``8 GPUs x 1, 0.5 GPU x 4 (2 CPUs, 64Gi)``; none set: ``none``."""
+    parts = []
+    for t in typical:
+        host = [f"{fmt_gpus(t['cpu'])} CPU{'s' if t['cpu'] != 1 else ''}"] if t.get("cpu") else []
+        host += [format_memory_mib(t["memory_mib"])] if t.get("memory_mib") else []
+        parts.append(f"{gpus_phrase(t['gpus'])} x {t['count']}"
+                     + (f" ({', '.join(host)})" if host else ""))
+    return ", ".join(parts) or "none"
+
+
 @pools_app.command("show")
 @command
 def show(
@@ -189,6 +201,9 @@ def show(
               f"{on_nodes}, {fmt_gpus(used / 1000)} in use "
               f"by workloads; packing {pool.get('packing', '-')}; agent "
               f"{(pool.get('agent') or {}).get('status', '-')}")
+    typical = pool.get("typical_pods")
+    if typical is not None and pool.get("packing") == "fragmentation":
+        out.print(f"typical pods: {typical_phrase(typical)}", markup=False)
     if rows:
         print_table(map_columns(width, has_host), rows, has_headers=not no_headers, console=out)
     totals = _team_totals(workloads)

@@ -7,21 +7,81 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from apportion.domain import limits
 from apportion.domain.errors import ValidationError
-from apportion.domain.quantities import MILLI_PER_GPU
+from apportion.domain.host import cpu_number, parse_cpu, parse_memory_mib
+from apportion.domain.quantities import MILLI_PER_GPU, gpus_number, parse_gpu_request
 
 DEFAULT_GPU_MEMORY_MIB = 81920
 
 
 class Packing(enum.StrEnum):
-    """A pool's packing policy (SPEC 5). Stored and shown; until fragmentation-
-    aware placement arrives both values pack as ``best_fit``."""
+    """A pool's packing policy (SPEC 5; docs/placement.md)."""
 
     FRAGMENTATION = "fragmentation"
     BEST_FIT = "best_fit"
 
 
 ALLOWED_PACKING = ", ".join(p.value for p in Packing)
+
+
+@dataclass(frozen=True, slots=True)
+class TypicalPod:
+    """One shape of a pool's prior (SPEC 5, "plus a configured prior"): ``count``
+    pods asking ``milli`` milli-GPU each (250, 500, 750, or N x 1000 for N whole
+    GPUs) and ``cpu_milli`` / ``memory_mib`` of host resources."""
+
+    milli: int
+    count: int = 1
+    cpu_milli: int = 0
+    memory_mib: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        """The form users write: ``{"gpus": 8, "count": 1, "cpu": 0, "memory_mib": 0}``."""
+        return {"gpus": gpus_number(self.milli), "count": self.count,
+                "cpu": cpu_number(self.cpu_milli), "memory_mib": self.memory_mib}
+
+
+TYPICAL_POD_KEYS = ("gpus", "count", "cpu", "memory_mib")
+ALLOWED_TYPICAL_PODS = ("null (a whole node of each node size), or a list of at most "
+                        f"{limits.MAX_TYPICAL_SHAPES} pods "
+                        "{gpus, count, cpu, memory_mib}")
+
+
+def parse_typical_pods(value: object, field: str = "typical_pods"
+                       ) -> tuple[TypicalPod, ...] | None:
+    """A pool's prior as users write it (``None``: the default prior, a whole
+    node of each node size; ``[]``: none). Raises ValidationError naming the
+    field (``typical_pods[1].gpus``) and what is allowed."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise ValidationError(field, f"must be a list or null, got {value!r}",
+                              ALLOWED_TYPICAL_PODS)
+    if len(value) > limits.MAX_TYPICAL_SHAPES:
+        raise ValidationError(field, f"has {len(value)} shapes", ALLOWED_TYPICAL_PODS)
+    out = []
+    for k, item in enumerate(value):
+        at = f"{field}[{k}]"
+        if isinstance(item, TypicalPod):
+            out.append(item)
+            continue
+        if not isinstance(item, dict):
+            raise ValidationError(at, f"must be a mapping, got {item!r}", ALLOWED_TYPICAL_PODS)
+        unknown = sorted(set(item) - set(TYPICAL_POD_KEYS))
+        if unknown:
+            raise ValidationError(f"{at}.{unknown[0]}", "is not a field of a typical pod",
+                                  ", ".join(TYPICAL_POD_KEYS))
+        request = parse_gpu_request(item.get("gpus"), field_prefix=f"{at}.")
+        count = item.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or not (
+                1 <= count <= limits.MAX_TYPICAL_COUNT):
+            raise ValidationError(f"{at}.count", f"must be a whole number, got {count!r}",
+                                  f"1..{limits.MAX_TYPICAL_COUNT}")
+        out.append(TypicalPod(request.charge(1), count,
+                              parse_cpu(item.get("cpu"), f"{at}.cpu"),
+                              parse_memory_mib(item.get("memory_mib"), f"{at}.memory_mib")))
+    return tuple(out)
 
 
 class NodeState(enum.StrEnum):
@@ -88,10 +148,14 @@ class Pool:
     starvation_hold_after: int | None = None
     #: how placement picks among nodes that fit (SPEC 5; engine/placement/packing.py)
     packing: Packing = Packing.FRAGMENTATION
+    #: the prior of ``fragmentation`` packing (SPEC 5); None: a whole node of each
+    #: node size (engine/pool_mixes.py), () : none
+    typical_pods: tuple[TypicalPod, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValidationError("name", "must not be empty")
+        object.__setattr__(self, "typical_pods", parse_typical_pods(self.typical_pods))
         try:
             object.__setattr__(self, "packing", Packing(self.packing))
         except ValueError:

@@ -26,6 +26,9 @@ MAX_RESERVATION_GPUS = 1_000_000
 MAX_SECONDS = 100 * 365 * 86400
 #: a point in time as epoch seconds: 1970-01-01 .. 9999-12-31T23:59:59Z.
 MAX_EPOCH_SECONDS = 253_402_300_799
+#: shapes in a pool's typical pods (its prior, SPEC 5), and the count of one shape.
+MAX_TYPICAL_SHAPES = 64
+MAX_TYPICAL_COUNT = 1_000_000
 #: nodes of one pool, workloads and events of one scenario file.
 MAX_NODES = 100_000
 #: GPUs of all nodes of one scenario file (each device is simulated).

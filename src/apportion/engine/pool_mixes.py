@@ -8,8 +8,9 @@ every such pool (it may go to any). A kept working state updates only the
 workloads whose state changed, so a cycle does not walk the whole snapshot to
 know the mix.
 
-The prior (:func:`node_prior`) is one pod that takes a whole node, for each
-GPU count among the pool's nodes: the work a pool can always be asked to run.
+The prior is the pool's ``typical_pods`` when it sets them, else
+(:func:`node_prior`) one pod that takes a whole node, for each GPU count among
+the pool's nodes: the work a pool can always be asked to run.
 Without it the mix knows only the shapes seen so far, and a pool running one
 4-GPU job would put a half GPU on an empty 8-GPU node (FGD's measure sees
 the half GPU strand less there) and leave no node free for the 8-GPU job that
@@ -33,6 +34,14 @@ def node_prior(nodes: Iterable[Node]) -> tuple[tuple[PodShape, int], ...]:
     """One pod taking a whole node, for each GPU count among ``nodes``."""
     sizes = sorted({n.gpus for n in nodes if n.gpus > 0})
     return tuple((PodShape(FULL, gpus), 1) for gpus in sizes)
+
+
+def pool_prior(pool: Pool, nodes: Iterable[Node]) -> tuple[tuple[PodShape, int], ...]:
+    """The pool's configured ``typical_pods``, or :func:`node_prior` when it sets none."""
+    if pool.typical_pods is None:
+        return node_prior(nodes)
+    return tuple((PodShape(min(t.milli, FULL), t.milli // FULL if t.milli >= FULL else 0,
+                           t.cpu_milli, t.memory_mib), t.count) for t in pool.typical_pods)
 
 
 class PoolMixes:

@@ -17,7 +17,7 @@ from apportion.engine.fairshare.demand import DemandBook, DemandItem, Entitlemen
 from apportion.engine.fairshare.fill import index_pool
 from apportion.engine.owners import exit_owner, owner_of, owners_of, parts_of
 from apportion.engine.placement import ClusterState, Owner
-from apportion.engine.pool_mixes import PoolMixes, node_prior
+from apportion.engine.pool_mixes import PoolMixes, pool_prior
 from apportion.engine.pool_state import PoolState
 from apportion.engine.preemption.index import (
     NOMINATION,
@@ -51,7 +51,8 @@ class WorkingState(WorkingDemand):
             if w.spec.cpu_milli or w.spec.memory_mib}
         hosts = self.hosts
         self.mixes = PoolMixes(snapshot.pools, snapshot.workloads, {
-            name: node_prior(snapshot.pool_nodes(name)) for name in snapshot.pools})
+            name: pool_prior(pool, snapshot.pool_nodes(name))
+            for name, pool in snapshot.pools.items()})
         mixes = self.mixes.mixes()
         for name in sorted(snapshot.pools):
             nodes = snapshot.pool_nodes(name)

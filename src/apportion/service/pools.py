@@ -98,7 +98,15 @@ def pool_from_body(body: dict[str, Any], name: str, row: PoolRow | None) -> Pool
         preemption_grace=pick("preemption_grace", 0),
         starvation_hold_after=pick("starvation_hold_after", None),
         packing=pick("packing", Packing.FRAGMENTATION.value),
+        typical_pods=pick("typical_pods", None),
     )
+
+
+def typical_json(pool: Pool) -> list[dict[str, Any]] | None:
+    """The pool's typical pods as stored and shown (None: the default prior)."""
+    if pool.typical_pods is None:
+        return None
+    return [t.to_json() for t in pool.typical_pods]
 
 
 def add_pool_row(session: Session, org_id: int, pool: Pool) -> PoolRow:
@@ -107,7 +115,7 @@ def add_pool_row(session: Session, org_id: int, pool: Pool) -> PoolRow:
         gpu_memory_mib=pool.gpu_memory_mib, topology=list(pool.topology),
         start_delay=pool.start_delay, preemption_grace=pool.preemption_grace,
         starvation_hold_after=pool.starvation_hold_after, packing=pool.packing.value,
-        agent_status="never",
+        typical_pods=typical_json(pool), agent_status="never",
         version=1, created_at=time.time(),
     )
     session.add(row)
@@ -139,6 +147,7 @@ def update_pool(session: Session, ctx: Ctx, name: str, body: dict[str, Any]) -> 
     row.start_delay, row.preemption_grace = pool.start_delay, pool.preemption_grace
     row.starvation_hold_after = pool.starvation_hold_after
     row.packing = pool.packing.value
+    row.typical_pods = typical_json(pool)
     row.version += 1
     after = pool_detail(session, ctx.org_id, name)
     audit.record(session, ctx, "pool.update", f"pool/{name}", before=before, after=after)

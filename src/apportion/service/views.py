@@ -89,6 +89,7 @@ def pool_view(row: PoolRow, capacity_milli: int, node_count: int) -> dict[str, A
         "preemption_grace": row.preemption_grace,
         "starvation_hold_after": row.starvation_hold_after,
         "packing": row.packing or "fragmentation",
+        "typical_pods": row.typical_pods,
         "capacity": gpus(capacity_milli),
         "node_count": node_count,
         "agent": {"status": row.agent_status, "last_heartbeat_at": iso(row.last_heartbeat_at)},

@@ -31,7 +31,7 @@ from apportion.sim.workloads import ScenarioEvent, ScenarioWorkload, parse_event
 TOP_KEYS = ("description", "pools", "teams", "workloads", "events")
 POOL_KEYS = (
     "name", "gpu_type", "gpu_memory_mib", "topology", "start_delay", "preemption_grace",
-    "starvation_hold_after", "packing", "nodes",
+    "starvation_hold_after", "packing", "typical_pods", "nodes",
 )
 NODE_KEYS = ("name", "prefix", "count", "gpus", "gpu_type", "gpu_memory_mib", "cpu",
              "memory_mib", "labels", "state")
@@ -171,6 +171,7 @@ def _parse_pool(item: object, path: str) -> Pool:
             hold, f.join(path, "starvation_hold_after"), 0, limits.MAX_SECONDS),
         "packing": f.choice(raw.get("packing", Packing.FRAGMENTATION.value),
                             f.join(path, "packing"), [p.value for p in Packing]),
+        "typical_pods": raw.get("typical_pods"),
     }
     try:
         return Pool(name=name, gpu_type=gpu_type, topology=tuple(topology), **settings)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apportion.domain.cluster import Node, NodeState, Packing, Pool
+from apportion.domain.cluster import Node, NodeState, Packing, Pool, parse_typical_pods
 from apportion.domain.host import cpu_number
 from apportion.domain.lifecycle import Attempt, Exiting, Status, WorkloadState
 from apportion.domain.org import Team
@@ -168,6 +168,7 @@ def pool_from_row(row: PoolRow) -> Pool:
         preemption_grace=row.preemption_grace,
         starvation_hold_after=row.starvation_hold_after,
         packing=Packing(row.packing or "fragmentation"),
+        typical_pods=parse_typical_pods(row.typical_pods),
     )
 
 

@@ -96,9 +96,12 @@ class PoolRow(Base):
     start_delay: Mapped[int] = mapped_column(Integer, default=0)
     preemption_grace: Mapped[int] = mapped_column(Integer, default=0)
     starvation_hold_after: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    #: fragmentation | best_fit (SPEC 5); stored and shown, both pack as best_fit for now
+    #: fragmentation | best_fit (SPEC 5)
     packing: Mapped[str] = mapped_column(String(16), default="fragmentation",
                                          server_default="fragmentation")
+    #: fragmentation's prior as users write it ([{gpus, count, cpu, memory_mib}]);
+    #: null: a whole node of each node size
+    typical_pods: Mapped[list[dict[str, Any]] | None] = mapped_column(Json, nullable=True)
     agent_status: Mapped[str] = mapped_column(String(16), default="never")
     last_heartbeat_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     version: Mapped[int] = mapped_column(Integer, default=1)

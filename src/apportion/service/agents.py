@@ -11,12 +11,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from apportion.domain.cluster import Node
-from apportion.domain.errors import ValidationError
+from apportion.domain.errors import NotFound, ValidationError
 from apportion.domain.host import parse_cpu, parse_memory_mib
 from apportion.domain.lifecycle import Status, requeue_after_failure, transition
 from apportion.service import audit
 from apportion.service.authz import require_agent
 from apportion.service.context import Ctx
+from apportion.service.errors import PermissionDenied
 from apportion.service.events import add_event, add_lifecycle_events
 from apportion.service.pools import add_pool_row, pool_from_body
 from apportion.service.views import decision_view
@@ -116,7 +117,7 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
     # run id that is not the workload's) must not go on: the agent stops those.
     stop_runs: set[str] = set()
     for run in body.get("runs") or []:
-        answer = report(session, ctx, run)
+        answer = _heartbeat_run(session, ctx, run, pool_name)
         if not answer.get("accepted", True) and run.get("run_id"):
             stop_runs.add(str(run["run_id"]))
     if changed:
@@ -126,6 +127,22 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
     return {"pool": pool_name, "nodes": len(nodes),
             "decisions_cursor": wl_repo.last_decision_id(session, ctx.org_id, pool_name),
             "stop_runs": sorted(stop_runs)}
+
+
+def _heartbeat_run(session: Session, ctx: Ctx, run: dict[str, Any], pool: str
+                   ) -> dict[str, Any]:
+    """One run of a heartbeat, reported. A run of a workload that does not exist,
+    or that this agent may not report on (another pool's), is refused and
+    audited, not an error of the whole heartbeat: that would lose the node
+    inventory with it and an agent would retry the same heartbeat for ever.
+    Such a run is not the control plane's, so the agent is told to stop it."""
+    try:
+        return report(session, ctx, run)
+    except (NotFound, PermissionDenied, ValidationError) as err:
+        audit.record(session, ctx, "agent.report", f"pool/{pool}", outcome="denied",
+                     message=f"heartbeat run refused: {err}",
+                     after={k: run.get(k) for k in ("workload_id", "attempt", "run_id")})
+        return {"accepted": False, "note": str(err)}
 
 
 def _fail_on_node(session: Session, ctx: Ctx, node: str, now: float) -> None:

@@ -22,7 +22,6 @@ from apportion.service.context import Actor, Ctx, Role
 from apportion.service.errors import Unauthenticated
 from apportion.service.views import org_view, token_view
 from apportion.store.db import Database
-from apportion.store.models import OrgRow, TokenRow
 from apportion.store.repos import orgs as org_repo
 from apportion.store.repos import security as sec_repo
 
@@ -53,16 +52,17 @@ def parse_token(token: str) -> tuple[str, str]:
 def add_token(
     session: Session, org_id: int, *, name: str, role: str, teams: list[str] | None = None,
     pool: str | None = None, expires_at: float | None = None, token: str | None = None,
-) -> tuple[TokenRow, str]:
-    """Insert a token row; returns it and the full token string (shown once)."""
+) -> tuple[dict[str, Any], str]:
+    """Insert a token; returns its view (without the secret) and the full token
+    string (shown once)."""
     token = token or new_token_string()
     token_id, secret = parse_token(token)
-    row = TokenRow(
-        id=token_id, org_id=org_id, name=name, role=role, teams=list(teams or []), pool=pool,
-        secret_hash=_hash(secret), created_at=time.time(), expires_at=expires_at,
+    row = sec_repo.add_token(
+        session, token_id=token_id, org_id=org_id, name=name, role=role,
+        teams=list(teams or []), pool=pool, secret_hash=_hash(secret),
+        created_at=time.time(), expires_at=expires_at,
     )
-    session.add(row)
-    return row, token
+    return token_view(row), token
 
 
 class TokenVerifier:
@@ -147,13 +147,12 @@ def create_token(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, 
     days = body.get("expires_in_days")
     if days is not None:
         expires_at = time.time() + float(days) * 86400
-    row, token = add_token(
+    view, token = add_token(
         session, ctx.org_id, name=name, role=role.value, teams=teams, pool=pool,
         expires_at=expires_at,
     )
-    view = token_view(row)
-    audit.record(session, ctx, "token.create", f"token/{row.id}", after=view)
-    return token_view(row, token)
+    audit.record(session, ctx, "token.create", f"token/{view['id']}", after=view)
+    return {**view, "token": token}
 
 
 def revoke_token(session: Session, ctx: Ctx, token_id: str) -> dict[str, Any]:
@@ -163,7 +162,7 @@ def revoke_token(session: Session, ctx: Ctx, token_id: str) -> dict[str, Any]:
         raise NotFound("token", token_id)
     before = token_view(row)
     if row.revoked_at is None:
-        row.revoked_at = time.time()
+        sec_repo.revoke_token(row, time.time())
     after = token_view(row)
     audit.record(session, ctx, "token.revoke", f"token/{row.id}", before=before, after=after)
     return after
@@ -172,18 +171,17 @@ def revoke_token(session: Session, ctx: Ctx, token_id: str) -> dict[str, Any]:
 def create_org(
     session: Session, slug: str, name: str, *, is_system: bool = False,
     admin_token: str | None = None,
-) -> tuple[OrgRow, TokenRow, str]:
-    """A new organization with its first org_admin token."""
+) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """A new organization with its first org_admin token: the organization's
+    view, the token's view (with the secret) and the token string."""
     validate_slug(slug)
     if org_repo.find_org(session, slug) is not None:
         raise ValidationError("slug", f"organization {slug!r} already exists", "a new slug")
-    org = OrgRow(slug=slug, name=name or slug, is_system=is_system, version=1, sched_version=0,
-                 last_cycle=0, created_at=time.time())
-    session.add(org)
-    session.flush()
-    row, token = add_token(session, org.id, name=f"{slug}-admin", role=Role.ORG_ADMIN.value,
-                           token=admin_token)
-    return org, row, token
+    org = org_repo.add_org(session, slug=slug, name=name or slug, is_system=is_system,
+                           created_at=time.time())
+    view, token = add_token(session, org.id, name=f"{slug}-admin",
+                            role=Role.ORG_ADMIN.value, token=admin_token)
+    return org_view(org), {**view, "token": token}, token
 
 
 def bootstrap(db: Database, org_slug: str, token: str | None) -> str | None:
@@ -197,8 +195,8 @@ def bootstrap(db: Database, org_slug: str, token: str | None) -> str | None:
     with db.write() as session:
         if org_repo.list_orgs(session):
             return None
-        _org, _row, secret = create_org(session, org_slug, org_slug.capitalize(),
-                                        is_system=True, admin_token=token)
+        _org, _token, secret = create_org(session, org_slug, org_slug.capitalize(),
+                                          is_system=True, admin_token=token)
         return secret
 
 
@@ -210,7 +208,8 @@ def new_org(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
         raise deny(ctx, "organization.create", "organizations",
                    "org_admin of the bootstrap organization")
     slug = body.get("slug")
-    org, row, token = create_org(session, str(slug or ""), str(body.get("name") or slug or ""))
-    view = org_view(org)
-    audit.record(session, ctx, "organization.create", f"organization/{org.slug}", after=view)
-    return {"organization": view, "admin_token": token_view(row, token)}
+    view, admin, _token = create_org(session, str(slug or ""),
+                                     str(body.get("name") or slug or ""))
+    audit.record(session, ctx, "organization.create", f"organization/{view['slug']}",
+                 after=view)
+    return {"organization": view, "admin_token": admin}

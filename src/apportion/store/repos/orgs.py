@@ -29,6 +29,17 @@ def get_org(session: Session, org_id: int) -> OrgRow:
     return row
 
 
+def add_org(
+    session: Session, *, slug: str, name: str, is_system: bool, created_at: float
+) -> OrgRow:
+    """A new organization row, flushed (its id assigned)."""
+    row = OrgRow(slug=slug, name=name, is_system=is_system, version=1, sched_version=0,
+                 last_cycle=0, created_at=created_at)
+    session.add(row)
+    session.flush()
+    return row
+
+
 def find_org(session: Session, slug: str) -> OrgRow | None:
     return session.scalar(select(OrgRow).where(OrgRow.slug == slug))
 

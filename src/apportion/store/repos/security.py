@@ -24,6 +24,23 @@ def get_token(session: Session, token_id: str) -> TokenRow | None:
     return session.get(TokenRow, token_id)
 
 
+def add_token(
+    session: Session, *, token_id: str, org_id: int, name: str, role: str, teams: list[str],
+    pool: str | None, secret_hash: str, created_at: float, expires_at: float | None,
+) -> TokenRow:
+    """A new token row (its secret only as a hash), added to the transaction."""
+    row = TokenRow(
+        id=token_id, org_id=org_id, name=name, role=role, teams=teams, pool=pool,
+        secret_hash=secret_hash, created_at=created_at, expires_at=expires_at,
+    )
+    session.add(row)
+    return row
+
+
+def revoke_token(row: TokenRow, at: float) -> None:
+    row.revoked_at = at
+
+
 def list_tokens(session: Session, org_id: int) -> list[TokenRow]:
     q = select(TokenRow).where(TokenRow.org_id == org_id).order_by(TokenRow.created_at)
     return list(session.scalars(q))

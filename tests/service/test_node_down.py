@@ -15,6 +15,7 @@ from apportion.service import tokens as tok
 from apportion.service.context import Ctx
 from apportion.service.scheduler import Scheduler
 from apportion.store.db import Database
+from apportion.store.repos import events as ev_repo
 from apportion.store.repos import workloads as wl_repo
 from apportion.store.repos.workloads import WorkloadFilter
 
@@ -82,7 +83,7 @@ def test_node_down_fails_plain_work_and_requeues_checkpointed_work(world: World)
     with world.db.read() as s:
         stops = [d for d in wl_repo.decisions_after(s, world.admin.org_id, "main", 0, 100)
                  if d.kind == "stop"]
-        events = wl_repo.list_events(s, world.admin.org_id, after=None, limit=100,
+        events = ev_repo.list_events(s, world.admin.org_id, after=None, limit=100,
                                      workload_id=keep).items
     assert [(d.workload_id, d.attempt, d.reason) for d in stops] == [(keep, 1, "node_down")]
     assert [(e.attempt, e.status) for e in events][-2:] == [(1, "Failed"), (2, "Pending")]

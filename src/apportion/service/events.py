@@ -1,22 +1,20 @@
 """Writing events: the durable feed behind /v1/events and the SSE stream.
 
-Events are append-only and written on every hot path, so they go in as Core
-``executemany`` inserts (one cached statement, no ORM bookkeeping).
+This module builds the rows (column name -> value); ``store/repos/events``
+appends them (a Core ``executemany`` insert: events are written on every hot
+path).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, insert
 from sqlalchemy.orm import Session
 
 from apportion.domain.lifecycle import Event
-from apportion.store.models import EventRow
-
-_INSERT = insert(cast(Table, EventRow.__table__))
+from apportion.store.repos import events as repo
 
 
 def event_row(
@@ -38,9 +36,7 @@ def event_row(
 
 
 def write_events(session: Session, rows: Iterable[dict[str, Any]]) -> None:
-    batch = list(rows)
-    if batch:
-        session.connection().execute(_INSERT, batch)
+    repo.insert_events(session, list(rows))
 
 
 def add_event(session: Session, org_id: int, type_: str, **fields: Any) -> None:

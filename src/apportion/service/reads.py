@@ -21,9 +21,9 @@ from apportion.service.views import (
     reservation_view,
     token_view,
 )
+from apportion.store.repos import events as ev_repo
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
-from apportion.store.repos import workloads as wl_repo
 from apportion.store.repos.paging import Page
 
 
@@ -70,7 +70,7 @@ def event_teams(session: Session, ctx: Ctx) -> list[str] | None:
 def event_page(session: Session, ctx: Ctx, *, after: int | None, limit: int,
                workload_id: int | None, types: list[str]) -> Page[dict[str, Any]]:
     teams = event_teams(session, ctx)
-    res = wl_repo.list_events(session, ctx.org_id, after=after, limit=limit,
+    res = ev_repo.list_events(session, ctx.org_id, after=after, limit=limit,
                               workload_id=workload_id, types=types, teams=teams)
     return Page([event_view(r) for r in res.items], res.next_after, res.total)
 
@@ -79,7 +79,7 @@ def events_after(session: Session, ctx: Ctx, after: int, limit: int = 100
                  ) -> list[dict[str, Any]]:
     """The stream's next batch: events with an id above ``after`` the caller sees."""
     teams = event_teams(session, ctx)
-    return [event_view(r) for r in wl_repo.events_after(session, ctx.org_id, after, limit,
+    return [event_view(r) for r in ev_repo.events_after(session, ctx.org_id, after, limit,
                                                          teams)]
 
 

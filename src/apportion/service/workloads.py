@@ -28,6 +28,7 @@ from apportion.service.pools import team_capacity_views
 from apportion.service.views import event_view, workload_view
 from apportion.store import codec
 from apportion.store.models import WorkloadRow
+from apportion.store.repos import events as ev_repo
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo
 from apportion.store.repos.paging import Page
@@ -181,7 +182,7 @@ def events(
     session: Session, ctx: Ctx, workload_id: int, after: int | None, limit: int
 ) -> Page[dict[str, Any]]:
     get(session, ctx, workload_id)
-    page = wl_repo.list_events(session, ctx.org_id, after=after, limit=limit,
+    page = ev_repo.list_events(session, ctx.org_id, after=after, limit=limit,
                                workload_id=workload_id)
     return Page([event_view(r) for r in page.items], page.next_after, page.total)
 

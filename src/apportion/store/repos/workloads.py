@@ -1,4 +1,4 @@
-"""Workloads, their events, exiting victims and agent decisions."""
+"""Workloads, exiting victims and agent decisions."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sqlalchemy import Select, Table, and_, delete, insert, or_, select
 from sqlalchemy.orm import Session
 
 from apportion.domain.errors import NotFound
-from apportion.store.models import DecisionRow, EventRow, ExitingRow, WorkloadRow
+from apportion.store.models import DecisionRow, ExitingRow, WorkloadRow
 from apportion.store.repos.paging import Page, paginate
 
 
@@ -95,37 +95,6 @@ def workloads_by_ids(session: Session, org_id: int, ids: Sequence[int]) -> list[
         return []
     q = select(WorkloadRow).where(WorkloadRow.org_id == org_id, WorkloadRow.id.in_(list(ids)))
     return list(session.scalars(q))
-
-
-# -- events ------------------------------------------------------------------
-def list_events(
-    session: Session,
-    org_id: int,
-    *,
-    after: int | None,
-    limit: int,
-    workload_id: int | None = None,
-    types: Sequence[str] = (),
-    teams: Sequence[str] | None = None,
-) -> Page[EventRow]:
-    q = select(EventRow).where(EventRow.org_id == org_id)
-    if workload_id is not None:
-        q = q.where(EventRow.workload_id == workload_id)
-    if types:
-        q = q.where(EventRow.type.in_(list(types)))
-    if teams is not None:
-        q = q.where(EventRow.team.in_(list(teams)))
-    return paginate(session, q, EventRow.id, after, limit)
-
-
-def events_after(
-    session: Session, org_id: int, after: int, limit: int, teams: Sequence[str] | None = None
-) -> list[EventRow]:
-    """Events with id > ``after`` (no count: used by the SSE stream)."""
-    q = select(EventRow).where(EventRow.org_id == org_id, EventRow.id > after)
-    if teams is not None:
-        q = q.where(EventRow.team.in_(list(teams)))
-    return list(session.scalars(q.order_by(EventRow.id).limit(limit)))
 
 
 # -- exiting victims -------------------------------------------------------------

@@ -4,16 +4,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, insert
 from sqlalchemy.orm import Session
 
 from apportion.service.context import Ctx
 from apportion.store.db import Database
-from apportion.store.models import AuditRow
-
-_INSERT = insert(cast(Table, AuditRow.__table__))
+from apportion.store.repos import audit as repo
 
 
 def record(
@@ -28,12 +25,12 @@ def record(
     message: str = "",
 ) -> None:
     """Add an audit entry to the caller's transaction (a Core insert: append-only)."""
-    session.connection().execute(_INSERT, [{
+    repo.insert_audit(session, {
         "org_id": ctx.org_id, "at": time.time(), "actor": ctx.actor.name,
         "token_id": ctx.actor.token_id, "request_id": ctx.request_id or None,
         "action": action, "object": obj, "outcome": outcome, "message": message,
         "before": before, "after": after,
-    }])
+    })
 
 
 def record_denial(
@@ -51,16 +48,7 @@ def record_denial(
         if ctx is not None:
             record(session, ctx, action, obj, outcome="denied", message=message)
             return
-        session.add(
-            AuditRow(
-                org_id=None,
-                at=time.time(),
-                actor="anonymous",
-                token_id=token_id,
-                request_id=request_id or None,
-                action=action,
-                object=obj,
-                outcome="denied",
-                message=message,
-            )
+        repo.add_anonymous_denial(
+            session, at=time.time(), token_id=token_id, request_id=request_id or None,
+            action=action, obj=obj, message=message,
         )

@@ -21,6 +21,7 @@ from apportion.service.views import (
     reservation_view,
     token_view,
 )
+from apportion.store.repos import audit as audit_repo
 from apportion.store.repos import events as ev_repo
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
@@ -54,7 +55,7 @@ def reservation_views(session: Session, ctx: Ctx, team: str | None, pool: str | 
 def audit_page(session: Session, ctx: Ctx, *, after: int | None, limit: int,
                actor: str | None, action: str | None, outcome: str | None,
                since: float | None, until: float | None) -> Page[dict[str, Any]]:
-    res = sec_repo.list_audit(session, ctx.org_id, after=after, limit=limit, actor=actor,
+    res = audit_repo.list_audit(session, ctx.org_id, after=after, limit=limit, actor=actor,
                               action=action, outcome=outcome, since=since, until=until)
     return Page([audit_view(r) for r in res.items], res.next_after, res.total)
 

@@ -1,4 +1,4 @@
-"""Tokens, the audit log, idempotency keys, the scheduler lease, cycles and
+"""Tokens, idempotency keys, the scheduler lease, cycles and
 entitlements."""
 
 from __future__ import annotations
@@ -10,14 +10,12 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from apportion.store.models import (
-    AuditRow,
     CycleRow,
     EntitlementRow,
     IdempotencyRow,
     LeaseRow,
     TokenRow,
 )
-from apportion.store.repos.paging import Page, paginate
 
 
 def get_token(session: Session, token_id: str) -> TokenRow | None:
@@ -44,32 +42,6 @@ def revoke_token(row: TokenRow, at: float) -> None:
 def list_tokens(session: Session, org_id: int) -> list[TokenRow]:
     q = select(TokenRow).where(TokenRow.org_id == org_id).order_by(TokenRow.created_at)
     return list(session.scalars(q))
-
-
-def list_audit(
-    session: Session,
-    org_id: int,
-    *,
-    after: int | None,
-    limit: int,
-    actor: str | None = None,
-    action: str | None = None,
-    outcome: str | None = None,
-    since: float | None = None,
-    until: float | None = None,
-) -> Page[AuditRow]:
-    q = select(AuditRow).where(AuditRow.org_id == org_id)
-    if actor:
-        q = q.where(AuditRow.actor == actor)
-    if action:
-        q = q.where(AuditRow.action == action)
-    if outcome:
-        q = q.where(AuditRow.outcome == outcome)
-    if since is not None:
-        q = q.where(AuditRow.at >= since)
-    if until is not None:
-        q = q.where(AuditRow.at < until)
-    return paginate(session, q, AuditRow.id, after, limit)
 
 
 def get_idempotency(session: Session, org_id: int, key: str) -> IdempotencyRow | None:

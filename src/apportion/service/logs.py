@@ -22,7 +22,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from apportion.domain.errors import ValidationError
@@ -31,7 +30,6 @@ from apportion.service.authz import require_agent
 from apportion.service.context import Ctx
 from apportion.service.workloads import get as get_workload
 from apportion.service.workloads import run_id
-from apportion.store.models import LogChunkRow
 from apportion.store.repos import logs as repo
 from apportion.store.repos import workloads as wl_repo
 
@@ -87,9 +85,8 @@ def append(session: Session, ctx: Ctx, body: dict[str, Any], max_bytes: int) -> 
     new = data[end - offset:]
     dropped = len(new) > max_bytes - end
     new = new[:max_bytes - end]
-    if new and not _insert(session, LogChunkRow(
-            org_id=ctx.org_id, workload_id=wid, attempt=attempt, pod=pod, offset=end,
-            end_offset=end + len(new), data=new, created_at=time.time())):
+    if new and not repo.insert_chunk(session, ctx.org_id, wid, attempt, pod, end, new,
+                                     time.time()):
         # A concurrent copy of this request (a retry while the first was still
         # running) appended at the same offset first: answer from what is stored.
         return {**out, "accepted": True, "next_offset": repo.log_end(session, wid, attempt, pod),
@@ -97,16 +94,6 @@ def append(session: Session, ctx: Ctx, body: dict[str, Any], max_bytes: int) -> 
     note = f"log limit of {max_bytes} bytes reached; the rest is dropped" if dropped else ""
     # next_offset covers dropped bytes too, so the agent moves on past them.
     return {**out, "accepted": True, "next_offset": max(end, offset + len(data)), "note": note}
-
-
-def _insert(session: Session, row: LogChunkRow) -> bool:
-    """Insert in a savepoint; False if a chunk at that offset already exists."""
-    try:
-        with session.begin_nested():
-            session.add(row)
-    except IntegrityError:
-        return False
-    return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from apportion.store.models import LogChunkRow
@@ -39,3 +40,20 @@ def read_log(
         out += row.data[start:]
     return bytes(out[:limit])
 
+
+
+def insert_chunk(
+    session: Session, org_id: int, workload_id: int, attempt: int, pod: int, offset: int,
+    data: bytes, created_at: float,
+) -> bool:
+    """Store ``data`` as the pod's log from byte ``offset``, in a savepoint; False
+    (nothing stored) if a chunk at that offset already exists."""
+    try:
+        with session.begin_nested():
+            session.add(LogChunkRow(
+                org_id=org_id, workload_id=workload_id, attempt=attempt, pod=pod,
+                offset=offset, end_offset=offset + len(data), data=data,
+                created_at=created_at))
+    except IntegrityError:
+        return False
+    return True

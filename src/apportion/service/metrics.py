@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
 
 from apportion.store.db import Database
-from apportion.store.models import OrgRow, WorkloadRow
+from apportion.store.repos import orgs as org_repo
+from apportion.store.repos import workloads as wl_repo
 
 BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900,
            3600, 4 * 3600, 24 * 3600)
@@ -30,18 +30,13 @@ class _StateCollector(Collector):
             "apportion_gpus_in_use", "GPUs held by Starting and Running workloads",
             labels=["org", "team", "kind"])
         with self.db.read() as session:
-            slugs = {o.id: o.slug for o in session.scalars(select(OrgRow))}
-            q = (select(WorkloadRow.org_id, WorkloadRow.team, WorkloadRow.reason_code,
-                        func.count())
-                 .where(WorkloadRow.status.in_(["Pending", "Queued"]))
-                 .group_by(WorkloadRow.org_id, WorkloadRow.team, WorkloadRow.reason_code))
-            for org_id, team, reason, n in session.execute(q):
+            slugs = {o.id: o.slug for o in org_repo.list_orgs(session)}
+            for org_id, team, reason, n in wl_repo.count_by_reason(
+                    session, ("Pending", "Queued")):
                 pending.add_metric([slugs.get(org_id, "?"), team, reason or "NONE"], n)
-            q2 = (select(WorkloadRow.org_id, WorkloadRow.team, WorkloadRow.wclass,
-                         WorkloadRow.placement)
-                  .where(WorkloadRow.status.in_(["Starting", "Running"])))
             sums: dict[tuple[str, str, str], int] = {}
-            for org_id, team, wclass, placement in session.execute(q2):
+            for org_id, team, wclass, placement in wl_repo.placements_by_team(
+                    session, ("Starting", "Running")):
                 milli = sum(int(d["milli"]) for p in placement or [] for d in p["devices"])
                 key = (slugs.get(org_id, "?"), team, wclass)
                 sums[key] = sums.get(key, 0) + milli

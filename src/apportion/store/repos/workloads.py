@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, and_, delete, insert, or_, select
+from sqlalchemy import Select, Table, and_, delete, func, insert, or_, select
 from sqlalchemy.orm import Session
 
 from apportion.domain.errors import NotFound
@@ -95,6 +95,28 @@ def workloads_by_ids(session: Session, org_id: int, ids: Sequence[int]) -> list[
         return []
     q = select(WorkloadRow).where(WorkloadRow.org_id == org_id, WorkloadRow.id.in_(list(ids)))
     return list(session.scalars(q))
+
+
+# -- aggregates of every organization (metrics) --------------------------------
+def count_by_reason(
+    session: Session, statuses: Sequence[str]
+) -> list[tuple[int, str, str | None, int]]:
+    """(org id, team, reason code, count) of the workloads in ``statuses``."""
+    t = WorkloadRow
+    q = (select(t.org_id, t.team, t.reason_code, func.count())
+         .where(t.status.in_(list(statuses)))
+         .group_by(t.org_id, t.team, t.reason_code))
+    return [(int(o), team, reason, int(n)) for o, team, reason, n in session.execute(q)]
+
+
+def placements_by_team(
+    session: Session, statuses: Sequence[str]
+) -> list[tuple[int, str, str, list[Any] | None]]:
+    """(org id, team, class, placement) of each workload in ``statuses``."""
+    t = WorkloadRow
+    q = select(t.org_id, t.team, t.wclass, t.placement).where(t.status.in_(list(statuses)))
+    return [(int(o), team, wclass, placement) for o, team, wclass, placement
+            in session.execute(q)]
 
 
 # -- exiting victims -------------------------------------------------------------

@@ -18,10 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session
 
-from apportion.store.models import WorkloadRow
+from apportion.store.repos import workloads as wl_repo
 
 PLACED = ("Starting", "Running")
 
@@ -82,23 +81,16 @@ class SpanCache:
         self._rows: dict[tuple[str, int], tuple[tuple[int, float], Decoded]] = {}
         self._lock = threading.Lock()
 
-    def rows(self, session: Session, org_id: int, *where: ColumnElement[bool]
+    def rows(self, session: Session, org_id: int, current: list[tuple[int, int, float]]
              ) -> dict[int, Decoded]:
-        """The decoded rows of ``org_id`` matching ``where``, by id."""
-        t = WorkloadRow
+        """The decoded rows of ``org_id`` whose ``(id, version, updated_at)`` are
+        ``current``, by id (the rows that changed are read again)."""
         db = str(session.get_bind().engine.url)
-        current = session.execute(select(t.id, t.version, t.updated_at).where(
-            t.org_id == org_id, *where)).all()
         stale = [wid for wid, version, at in current
                  if (hit := self._rows.get((db, wid))) is None or hit[0] != (version, at)]
         fresh: dict[tuple[str, int], tuple[tuple[int, float], Decoded]] = {}
-        for start in range(0, len(stale), 500):
-            q = select(t.id, t.name, t.team, t.wclass, t.pool, t.status, t.attempt,
-                       t.placement, t.started_at, t.ended_at, t.attempts, t.version,
-                       t.updated_at).where(t.org_id == org_id,
-                                           t.id.in_(stale[start:start + 500]))
-            for row in session.execute(q):
-                fresh[(db, row.id)] = ((row.version, row.updated_at), decode(row))
+        for row in wl_repo.span_columns(session, org_id, stale):
+            fresh[(db, row.id)] = ((row.version, row.updated_at), decode(row))
         with self._lock:
             self._rows.update(fresh)
             out = {}
@@ -116,17 +108,12 @@ CACHE = SpanCache()
 
 def intervals(session: Session, org_id: int, since: float) -> list[Interval]:
     """Attempt intervals that were still open at ``since`` or began after it."""
-    t = WorkloadRow
-    rows = CACHE.rows(session, org_id, or_(t.is_active.is_(True), t.ended_at >= since),
-                      or_(t.started_at.is_not(None), t.attempt > 1))
+    rows = CACHE.rows(session, org_id, wl_repo.span_versions_since(session, org_id, since))
     return [s for wid in sorted(rows) for s in rows[wid].spans
             if s.end is None or s.end >= since]
 
 
 def placed(session: Session, org_id: int, pool: str | None = None) -> dict[int, Decoded]:
     """The decoded Starting and Running workloads (of ``pool``, if given), by id."""
-    t = WorkloadRow
-    where: list[ColumnElement[bool]] = [t.is_active.is_(True), t.status.in_(PLACED)]
-    if pool is not None:
-        where.append(t.pool == pool)
-    return CACHE.rows(session, org_id, *where)
+    return CACHE.rows(session, org_id,
+                      wl_repo.placed_versions(session, org_id, PLACED, pool))

@@ -97,6 +97,47 @@ def workloads_by_ids(session: Session, org_id: int, ids: Sequence[int]) -> list[
     return list(session.scalars(q))
 
 
+# -- attempt intervals (service/spans.py decodes and caches them) ------------------
+def span_versions_since(
+    session: Session, org_id: int, since: float
+) -> list[tuple[int, int, float]]:
+    """(id, version, updated_at) of the workloads that may hold or have held GPUs
+    at or after ``since``: active or ended since, and started (or requeued)."""
+    t = WorkloadRow
+    q = select(t.id, t.version, t.updated_at).where(
+        t.org_id == org_id, or_(t.is_active.is_(True), t.ended_at >= since),
+        or_(t.started_at.is_not(None), t.attempt > 1))
+    return [(wid, version, at) for wid, version, at in session.execute(q)]
+
+
+def placed_versions(
+    session: Session, org_id: int, statuses: Sequence[str], pool: str | None = None
+) -> list[tuple[int, int, float]]:
+    """(id, version, updated_at) of the active workloads in ``statuses`` (of
+    ``pool``, if given)."""
+    t = WorkloadRow
+    q = select(t.id, t.version, t.updated_at).where(
+        t.org_id == org_id, t.is_active.is_(True), t.status.in_(list(statuses)))
+    if pool is not None:
+        q = q.where(t.pool == pool)
+    return [(wid, version, at) for wid, version, at in session.execute(q)]
+
+
+def span_columns(session: Session, org_id: int, ids: Sequence[int]) -> list[Any]:
+    """The columns of the attempt intervals (id, name, team, wclass, pool, status,
+    attempt, placement, started_at, ended_at, attempts, version, updated_at) of
+    the workloads ``ids``, as named rows, read 500 ids at a time."""
+    t = WorkloadRow
+    out: list[Any] = []
+    for start in range(0, len(ids), 500):
+        q = select(t.id, t.name, t.team, t.wclass, t.pool, t.status, t.attempt,
+                   t.placement, t.started_at, t.ended_at, t.attempts, t.version,
+                   t.updated_at).where(t.org_id == org_id,
+                                       t.id.in_(list(ids[start:start + 500])))
+        out.extend(session.execute(q))
+    return out
+
+
 # -- aggregates of every organization (metrics) --------------------------------
 def count_by_reason(
     session: Session, statuses: Sequence[str]

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from apportion.domain.cluster import Node
 from apportion.domain.lifecycle import Exiting, WorkloadState
 from apportion.domain.workload import DeviceShare, Placement, PodPlacement
-from apportion.store.models import NodeRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +67,19 @@ class DeviceMap:
 IDENTITY = DeviceMap({}, {})
 
 
+class NodeDevices(Protocol):
+    """What :func:`build` reads of a node (the store's node rows have it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def unavailable(self) -> list[list[int]]: ...
+
+
 def build(
-    rows: Iterable[NodeRow], states: Iterable[WorkloadState], exiting: Iterable[Exiting]
+    rows: Iterable[NodeDevices], states: Iterable[WorkloadState], exiting: Iterable[Exiting]
 ) -> DeviceMap:
     used: set[tuple[str, int]] = set()
     for s in states:

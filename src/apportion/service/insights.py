@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from apportion.service.authz import deny, visible_teams
@@ -19,8 +18,9 @@ from apportion.service.context import Ctx, Role
 from apportion.service.loading import load_parents
 from apportion.service.spans import PLACED, Interval, intervals, placed
 from apportion.service.views import event_view, gpus
-from apportion.store.models import EventRow, NodeRow, PoolRow, WorkloadRow
+from apportion.store.repos import events as ev_repo
 from apportion.store.repos import orgs as org_repo
+from apportion.store.repos import workloads as wl_repo
 
 WAITING = ("Pending", "Queued")
 __all__ = ["PLACED", "Interval", "intervals"]
@@ -97,10 +97,7 @@ def pool_status(session: Session, org_id: int, pools: list[str], spans: list[Int
     out: dict[str, dict[str, Any]] = {
         p: {"reserved_milli": 0, "elastic_milli": 0, "running": 0, "waiting": 0,
             "preempted_last_hour": 0, "reasons": {}} for p in [*pools, ""]}
-    q = select(WorkloadRow.pool, WorkloadRow.reason_code).where(
-        WorkloadRow.org_id == org_id, WorkloadRow.is_active.is_(True),
-        WorkloadRow.status.in_(WAITING))
-    for pool, reason in session.execute(q):
+    for pool, reason in wl_repo.active_reasons(session, org_id, WAITING):
         st = out.get(pool or "", out[""])
         st["waiting"] += 1
         code = reason or "NOT_YET_CONSIDERED"
@@ -126,10 +123,8 @@ def node_summary(session: Session, org_id: int) -> dict[str, dict[str, int]]:
     """Per pool: nodes, GPUs total, GPUs healthy (on nodes that report ready,
     cordoned ones included, less the devices they report unavailable), nodes
     cordoned (or of unknown health) and down; read as plain columns."""
-    q = select(NodeRow.pool, NodeRow.gpus, NodeRow.health, NodeRow.cordoned,
-               NodeRow.unavailable).where(NodeRow.org_id == org_id)
     out: dict[str, dict[str, int]] = {}
-    for pool, count, health, cordoned, unavailable in session.execute(q):
+    for pool, count, health, cordoned, unavailable in org_repo.node_health(session, org_id):
         st = out.setdefault(pool, {"nodes": 0, "total": 0, "healthy_milli": 0, "cordoned": 0,
                                    "down": 0})
         st["nodes"] += 1
@@ -143,8 +138,7 @@ def node_summary(session: Session, org_id: int) -> dict[str, dict[str, int]]:
 
 def pool_names(session: Session, org_id: int) -> list[str]:
     """The org's pool names, sorted (no node is read)."""
-    q = select(PoolRow.name).where(PoolRow.org_id == org_id).order_by(PoolRow.name)
-    return list(session.scalars(q))
+    return org_repo.pool_names(session, org_id)
 
 
 def held(session: Session, org_id: int) -> list[tuple[str, str, bool, int]]:
@@ -170,37 +164,23 @@ def recent_events(
     """The newest ``limit`` events the caller may read, newest first, filtered
     by type (any of ``types``; empty: all), workload and team."""
     teams = event_teams(session, ctx)
-    q = select(EventRow).where(EventRow.org_id == ctx.org_id)
-    if types:
-        q = q.where(EventRow.type.in_(types))
-    if workload_id is not None:
-        q = q.where(EventRow.workload_id == workload_id)
-    if teams is not None:
-        q = q.where(EventRow.team.in_(teams))
-    if team:
-        q = q.where(EventRow.team == team)
-    rows = session.scalars(q.order_by(EventRow.id.desc()).limit(limit))
+    rows = ev_repo.newest_events(session, ctx.org_id, types=types, workload_id=workload_id,
+                                 teams=teams, team=team, limit=limit)
     return [{**event_view(r), "team": r.team} for r in rows]
 
 
 def last_event_id(session: Session, org_id: int, after: int) -> int:
     """The id of the newest event of the org if it is above ``after``, else ``after``
     (one indexed probe: the live-update signal polls it)."""
-    q = (select(EventRow.id).where(EventRow.org_id == org_id, EventRow.id > after)
-         .order_by(EventRow.id.desc()).limit(1))
-    found = session.scalar(q)
-    return after if found is None else int(found)
+    found = ev_repo.newest_event_id(session, org_id, after)
+    return after if found is None else found
 
 
 def victims_of(session: Session, org_id: int, workload_id: int) -> list[dict[str, Any]]:
     """Workloads that ``workload_id`` preempted: ``[{id, name, team, attempt}]``,
     from the victims' current attempt and (for requeued ones) their earlier ones."""
-    q = select(WorkloadRow.id, WorkloadRow.name, WorkloadRow.team, WorkloadRow.attempt,
-               WorkloadRow.preempted_by, WorkloadRow.attempts).where(
-        WorkloadRow.org_id == org_id, WorkloadRow.id != workload_id,
-        or_(WorkloadRow.preempted_by == workload_id, WorkloadRow.attempt > 1))
     out: list[dict[str, Any]] = []
-    for row in session.execute(q):
+    for row in wl_repo.possible_victims(session, org_id, workload_id):
         hits = [int(a["attempt"]) for a in row.attempts or ()
                 if a.get("preempted_by") == workload_id]
         if row.preempted_by == workload_id:
@@ -235,12 +215,9 @@ def map_nodes(session: Session, org_id: int, pool: str) -> list[dict[str, Any]]:
     state (``down``, ``unknown``, ``cordoned`` or ``ready``; as ``node_views``
     says it), the unavailable milli-GPUs per device index, and the allocatable
     ``cpu_milli``/``memory_mib`` (None: not limited)."""
-    q = select(NodeRow.name, NodeRow.gpus, NodeRow.labels, NodeRow.health, NodeRow.cordoned,
-               NodeRow.unavailable, NodeRow.cpu_milli, NodeRow.memory_mib).where(
-        NodeRow.org_id == org_id, NodeRow.pool == pool)
     out = []
-    for name, count, labels, health, cordoned, unavailable, cpu, memory in session.execute(
-            q.order_by(NodeRow.name)):
+    for name, count, labels, health, cordoned, unavailable, cpu, memory in (
+            org_repo.node_map_columns(session, org_id, pool)):
         state = ("down" if health == "down" else "unknown" if health == "unknown"
                  else "cordoned" if cordoned else "ready")
         out.append({"name": name, "gpus": count, "labels": labels or {}, "state": state,

@@ -52,3 +52,29 @@ def events_after(
     if teams is not None:
         q = q.where(EventRow.team.in_(list(teams)))
     return list(session.scalars(q.order_by(EventRow.id).limit(limit)))
+
+
+def newest_events(
+    session: Session, org_id: int, *, types: Sequence[str], workload_id: int | None,
+    teams: Sequence[str] | None, team: str | None, limit: int,
+) -> list[EventRow]:
+    """The newest ``limit`` events, newest first: of any of ``types`` (empty:
+    all), of the workload, of any of ``teams`` (None: any) and of ``team``."""
+    q = select(EventRow).where(EventRow.org_id == org_id)
+    if types:
+        q = q.where(EventRow.type.in_(list(types)))
+    if workload_id is not None:
+        q = q.where(EventRow.workload_id == workload_id)
+    if teams is not None:
+        q = q.where(EventRow.team.in_(list(teams)))
+    if team:
+        q = q.where(EventRow.team == team)
+    return list(session.scalars(q.order_by(EventRow.id.desc()).limit(limit)))
+
+
+def newest_event_id(session: Session, org_id: int, after: int) -> int | None:
+    """The id of the org's newest event if it is above ``after`` (one indexed probe)."""
+    q = (select(EventRow.id).where(EventRow.org_id == org_id, EventRow.id > after)
+         .order_by(EventRow.id.desc()).limit(1))
+    found = session.scalar(q)
+    return None if found is None else int(found)

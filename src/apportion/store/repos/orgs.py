@@ -136,6 +136,12 @@ def list_pools(session: Session, org_id: int) -> list[PoolRow]:
                                 .order_by(PoolRow.name)))
 
 
+def pool_names(session: Session, org_id: int) -> list[str]:
+    """The org's pool names, sorted (no node is read)."""
+    q = select(PoolRow.name).where(PoolRow.org_id == org_id).order_by(PoolRow.name)
+    return list(session.scalars(q))
+
+
 def find_pool(session: Session, org_id: int, name: str) -> PoolRow | None:
     return session.scalar(select(PoolRow).where(PoolRow.org_id == org_id, PoolRow.name == name))
 
@@ -165,3 +171,26 @@ def get_node(session: Session, org_id: int, name: str) -> NodeRow:
     if row is None:
         raise NotFound("node", name)
     return row
+
+
+def node_health(
+    session: Session, org_id: int
+) -> list[tuple[str, int, str, bool, list[list[int]]]]:
+    """(pool, gpus, health, cordoned, unavailable) of every node, as plain columns."""
+    t = NodeRow
+    q = select(t.pool, t.gpus, t.health, t.cordoned, t.unavailable).where(t.org_id == org_id)
+    return [(pool, gpus, health, cordoned, unavailable)
+            for pool, gpus, health, cordoned, unavailable in session.execute(q)]
+
+
+def node_map_columns(
+    session: Session, org_id: int, pool: str
+) -> list[tuple[str, int, dict[str, str], str, bool, list[list[int]], int | None, int | None]]:
+    """(name, gpus, labels, health, cordoned, unavailable, cpu_milli, memory_mib)
+    of the nodes of ``pool``, by name, as plain columns."""
+    t = NodeRow
+    q = (select(t.name, t.gpus, t.labels, t.health, t.cordoned, t.unavailable, t.cpu_milli,
+                t.memory_mib).where(t.org_id == org_id, t.pool == pool).order_by(t.name))
+    return [(name, gpus, labels, health, cordoned, unavailable, cpu, memory)
+            for name, gpus, labels, health, cordoned, unavailable, cpu, memory
+            in session.execute(q)]

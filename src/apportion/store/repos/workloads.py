@@ -97,6 +97,27 @@ def workloads_by_ids(session: Session, org_id: int, ids: Sequence[int]) -> list[
     return list(session.scalars(q))
 
 
+def active_reasons(
+    session: Session, org_id: int, statuses: Sequence[str]
+) -> list[tuple[str | None, str | None]]:
+    """(pool, reason code) of each active workload in ``statuses``."""
+    t = WorkloadRow
+    q = select(t.pool, t.reason_code).where(
+        t.org_id == org_id, t.is_active.is_(True), t.status.in_(list(statuses)))
+    return [(pool, reason) for pool, reason in session.execute(q)]
+
+
+def possible_victims(session: Session, org_id: int, workload_id: int) -> list[Any]:
+    """Named rows (id, name, team, attempt, preempted_by, attempts) of the other
+    workloads whose current attempt ``workload_id`` preempted or that had
+    earlier attempts (one of which it may have preempted)."""
+    t = WorkloadRow
+    q = select(t.id, t.name, t.team, t.attempt, t.preempted_by, t.attempts).where(
+        t.org_id == org_id, t.id != workload_id,
+        or_(t.preempted_by == workload_id, t.attempt > 1))
+    return list(session.execute(q))
+
+
 # -- attempt intervals (service/spans.py decodes and caches them) ------------------
 def span_versions_since(
     session: Session, org_id: int, since: float

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from apportion.domain.quantities import parse_gpu_request
@@ -24,7 +23,6 @@ from apportion.service.authz import require_reader
 from apportion.service.context import Ctx
 from apportion.service.insights import event_teams, held
 from apportion.service.views import workload_view
-from apportion.store.models import WorkloadRow
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
 from apportion.store.repos import workloads as wl_repo
@@ -65,15 +63,10 @@ def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[
     require_reader(ctx, "queue.read", f"pool/{pool}")
     device_mib = repo.get_pool(session, ctx.org_id, pool).gpu_memory_mib
     readable = event_teams(session, ctx)
-    q = select(WorkloadRow.id, WorkloadRow.team, WorkloadRow.wclass, WorkloadRow.priority,
-               WorkloadRow.submitted_at, WorkloadRow.nomination, WorkloadRow.is_hold,
-               WorkloadRow.spec).where(
-        WorkloadRow.org_id == ctx.org_id, WorkloadRow.is_active.is_(True),
-        WorkloadRow.pool == pool, WorkloadRow.status == "Queued")
     queued = [_Waiting(r.id, r.team, int(r.submitted_at), _Spec(r.wclass == "reserved",
                                                                 r.priority),
                        bool(r.nomination) and not r.is_hold, _size(r.spec, device_mib))
-              for r in session.execute(q)]
+              for r in wl_repo.queued_columns(session, ctx.org_id, pool)]
     shares = sec_repo.list_entitlements(session, ctx.org_id)
     holding: dict[str, int] = {}
     for team, p, _is_reserved, milli in held(session, ctx.org_id):
@@ -98,7 +91,5 @@ def queue_view(session: Session, ctx: Ctx, pool: str, limit: int = 100) -> dict[
             "workload": workload_view(rows[w.id]) if visible else None,
             "deficit": float(deficit(w.team)) / 1000, "is_nominated": w.is_nominated,
         })
-    pending = session.scalar(select(func.count()).select_from(WorkloadRow).where(
-        WorkloadRow.org_id == ctx.org_id, WorkloadRow.is_active.is_(True),
-        WorkloadRow.status == "Pending"))
-    return {"pool": pool, "entries": entries, "total": len(ordered), "pending": int(pending or 0)}
+    pending = wl_repo.count_active(session, ctx.org_id, status="Pending")
+    return {"pool": pool, "entries": entries, "total": len(ordered), "pending": pending}

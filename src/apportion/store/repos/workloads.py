@@ -97,6 +97,30 @@ def workloads_by_ids(session: Session, org_id: int, ids: Sequence[int]) -> list[
     return list(session.scalars(q))
 
 
+def queued_columns(session: Session, org_id: int, pool: str) -> list[Any]:
+    """Named rows (id, team, wclass, priority, submitted_at, nomination, is_hold,
+    spec) of the active workloads Queued in ``pool``: what the waiting order reads,
+    as plain columns."""
+    t = WorkloadRow
+    q = select(t.id, t.team, t.wclass, t.priority, t.submitted_at, t.nomination, t.is_hold,
+               t.spec).where(t.org_id == org_id, t.is_active.is_(True), t.pool == pool,
+                             t.status == "Queued")
+    return list(session.execute(q))
+
+
+def count_active(
+    session: Session, org_id: int, *, status: str | None = None, team: str | None = None
+) -> int:
+    """How many active workloads there are (in ``status``, of ``team``, if given)."""
+    t = WorkloadRow
+    q = select(func.count()).select_from(t).where(t.org_id == org_id, t.is_active.is_(True))
+    if status is not None:
+        q = q.where(t.status == status)
+    if team is not None:
+        q = q.where(t.team == team)
+    return int(session.scalar(q) or 0)
+
+
 def active_reasons(
     session: Session, org_id: int, statuses: Sequence[str]
 ) -> list[tuple[str | None, str | None]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from apportion.domain.errors import NotFound, ValidationError, did_you_mean
@@ -22,8 +21,8 @@ from apportion.service.errors import Conflict, check_version
 from apportion.service.events import add_event
 from apportion.service.loading import capacities, load_tree, parents_of
 from apportion.service.views import org_view, reservation_view, team_view
-from apportion.store.models import ReservationRow, TeamRow, WorkloadRow
 from apportion.store.repos import orgs as repo
+from apportion.store.repos import workloads as wl_repo
 
 
 def patch_org(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
@@ -61,10 +60,7 @@ def team_detail(session: Session, org_id: int, slug: str) -> dict[str, Any]:
 
 
 def _has_active_workloads(session: Session, org_id: int, team: str) -> bool:
-    q = select(func.count()).select_from(WorkloadRow).where(
-        WorkloadRow.org_id == org_id, WorkloadRow.team == team, WorkloadRow.is_active.is_(True)
-    )
-    return bool(session.scalar(q))
+    return wl_repo.count_active(session, org_id, team=team) > 0
 
 
 def _check_parent(session: Session, org_id: int, parent: str | None) -> None:
@@ -98,13 +94,11 @@ def create_team(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, A
     if team.slug in parents:
         raise Conflict(f"team {team.slug!r} already exists", {"team": team.slug})
     _check_parent(session, ctx.org_id, team.parent)
-    row = TeamRow(
-        org_id=ctx.org_id, slug=team.slug, name=team.name or team.slug, parent=team.parent,
+    row = repo.add_team(
+        session, ctx.org_id, slug=team.slug, name=team.name or team.slug, parent=team.parent,
         bursting_priority=team.bursting_priority, burst_limit_percent=team.burst_limit_percent,
-        version=1, created_at=time.time(),
+        created_at=time.time(),
     )
-    session.add(row)
-    session.flush()
     view = team_view(row, [], {})
     _changed(session, ctx, "team.create", row.slug, None, view)
     return view
@@ -134,11 +128,9 @@ def update_team(session: Session, ctx: Ctx, slug: str, body: dict[str, Any]) -> 
     tree = load_tree(session, ctx.org_id).with_team(merged)  # refuses cycles
     if new_parent != row.parent:
         _validate(session, ctx.org_id, tree, None)
-    row.name, row.parent = merged.name, merged.parent
-    row.bursting_priority = merged.bursting_priority
-    row.burst_limit_percent = merged.burst_limit_percent
-    row.version += 1
-    session.flush()
+    repo.update_team(session, row, name=merged.name, parent=merged.parent,
+                     bursting_priority=merged.bursting_priority,
+                     burst_limit_percent=merged.burst_limit_percent)
     after = team_detail(session, ctx.org_id, slug)
     _changed(session, ctx, "team.update", slug, before, after)
     return after
@@ -157,7 +149,7 @@ def delete_team(session: Session, ctx: Ctx, slug: str, version: int | None) -> d
         raise Conflict(f"team {slug!r} holds reservations; remove them first")
     if _has_active_workloads(session, ctx.org_id, slug):
         raise Conflict(f"team {slug!r} has workloads that are not finished")
-    session.delete(row)
+    repo.delete_team(session, row)
     _changed(session, ctx, "team.delete", slug, before, None)
     return before
 
@@ -182,16 +174,7 @@ def set_reservation(
     tree = load_tree(session, ctx.org_id).with_reservation(team, pool, milli)
     _validate(session, ctx.org_id, tree, pool)
     before = reservation_view(row) if row is not None else None
-    now = time.time()
-    if row is None:
-        row = ReservationRow(org_id=ctx.org_id, team=team, pool=pool, milli=milli, version=1,
-                             updated_at=now)
-        if milli:  # setting 0 where there is none stores nothing
-            session.add(row)
-    else:
-        row.milli, row.version, row.updated_at = milli, row.version + 1, now
-        if milli == 0:
-            session.delete(row)
+    row = repo.set_reservation(session, ctx.org_id, team, pool, milli, time.time(), row)
     after = reservation_view(row)
     _reservation_changed(session, ctx, team, pool, before, after)
     return after
@@ -209,7 +192,7 @@ def delete_reservation(
     tree = load_tree(session, ctx.org_id).with_reservation(team, pool, 0)
     _validate(session, ctx.org_id, tree, pool)
     before = reservation_view(row)
-    session.delete(row)
+    repo.delete_reservation(session, row)
     _reservation_changed(session, ctx, team, pool, before, None)
     return before
 

@@ -108,6 +108,36 @@ def get_team(session: Session, org_id: int, slug: str) -> TeamRow:
     return row
 
 
+def add_team(
+    session: Session, org_id: int, *, slug: str, name: str, parent: str | None,
+    bursting_priority: int, burst_limit_percent: int | None, created_at: float,
+) -> TeamRow:
+    """A new team row (version 1), flushed."""
+    row = TeamRow(
+        org_id=org_id, slug=slug, name=name, parent=parent, bursting_priority=bursting_priority,
+        burst_limit_percent=burst_limit_percent, version=1, created_at=created_at,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def update_team(
+    session: Session, row: TeamRow, *, name: str, parent: str | None, bursting_priority: int,
+    burst_limit_percent: int | None,
+) -> None:
+    """Change a team's fields and bump its version (flushed)."""
+    row.name, row.parent = name, parent
+    row.bursting_priority = bursting_priority
+    row.burst_limit_percent = burst_limit_percent
+    row.version += 1
+    session.flush()
+
+
+def delete_team(session: Session, row: TeamRow) -> None:
+    session.delete(row)
+
+
 # -- reservations --------------------------------------------------------------
 def list_reservations(
     session: Session, org_id: int, team: str | None = None, pool: str | None = None
@@ -122,6 +152,30 @@ def list_reservations(
 
 def find_reservation(session: Session, org_id: int, team: str, pool: str) -> ReservationRow | None:
     return session.get(ReservationRow, (org_id, team, pool))
+
+
+def set_reservation(
+    session: Session, org_id: int, team: str, pool: str, milli: int, now: float,
+    row: ReservationRow | None,
+) -> ReservationRow:
+    """Set the team's reservation in the pool to ``milli`` (``row``: the current
+    one, if any): a new row (version 1), or the row changed with its version
+    bumped; 0 deletes it, or stores nothing where there was none. Returns the
+    row as it now reads (a deleted or unstored one included)."""
+    if row is None:
+        row = ReservationRow(org_id=org_id, team=team, pool=pool, milli=milli, version=1,
+                             updated_at=now)
+        if milli:  # setting 0 where there is none stores nothing
+            session.add(row)
+    else:
+        row.milli, row.version, row.updated_at = milli, row.version + 1, now
+        if milli == 0:
+            session.delete(row)
+    return row
+
+
+def delete_reservation(session: Session, row: ReservationRow) -> None:
+    session.delete(row)
 
 
 def delete_reservations_of_team(session: Session, org_id: int, team: str) -> None:

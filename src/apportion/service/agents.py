@@ -19,7 +19,7 @@ from apportion.service.authz import require_agent
 from apportion.service.context import Ctx
 from apportion.service.errors import PermissionDenied
 from apportion.service.events import add_event, add_lifecycle_events
-from apportion.service.pools import add_pool_row, pool_from_body
+from apportion.service.pools import pool_from_body
 from apportion.service.views import decision_view
 from apportion.service.workloads import run_id
 from apportion.store import codec
@@ -65,7 +65,8 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
     now = ctx.clock.now()  # the sweep measures silence from this stamp, on the same clock
     pool = repo.find_pool(session, ctx.org_id, pool_name)
     if pool is None:
-        pool = add_pool_row(session, ctx.org_id, pool_from_body({}, pool_name, None))
+        pool = repo.add_pool(session, ctx.org_id, pool_from_body({}, pool_name, None),
+                             time.time())
     nodes = [_parse_node(n, i, pool_name) for i, n in enumerate(body.get("nodes") or [])]
     existing = {n.name: n for n in repo.list_nodes(session, ctx.org_id)}
     changed = pool.agent_status != "connected"

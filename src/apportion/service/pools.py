@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from apportion.domain.cluster import DEFAULT_GPU_MEMORY_MIB, Packing, Pool
@@ -21,7 +20,6 @@ from apportion.service.insights import held
 from apportion.service.loading import load_tree, node_capacity
 from apportion.service.views import gpus, node_view, pool_view
 from apportion.store import codec
-from apportion.store.models import NodeRow, PoolRow, WorkloadRow
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
 from apportion.store.repos import workloads as wl_repo
@@ -45,13 +43,9 @@ def host_in_use(session: Session, org_id: int, pool: str | None = None
                 ) -> dict[tuple[str, str], tuple[int, int]]:
     """(pool, node) -> (milli-CPU, MiB) that the Starting and Running pods placed
     on it request (SPEC 1: the workload's ``cpu`` and ``memory_mib`` per pod)."""
-    t = WorkloadRow
-    q = select(t.pool, t.placement, t.spec).where(
-        t.org_id == org_id, t.is_active.is_(True), t.status.in_(("Starting", "Running")))
-    if pool is not None:
-        q = q.where(t.pool == pool)
     out: dict[tuple[str, str], tuple[int, int]] = {}
-    for wpool, placement, spec in session.execute(q):
+    for wpool, placement, spec in wl_repo.placements_and_specs(
+            session, org_id, ("Starting", "Running"), pool):
         cpu = parse_cpu((spec or {}).get("cpu"))
         memory = parse_memory_mib((spec or {}).get("memory_mib"))
         if not (cpu or memory):
@@ -63,26 +57,38 @@ def host_in_use(session: Session, org_id: int, pool: str | None = None
     return out
 
 
-def _node(row: NodeRow, in_use: dict[tuple[str, str], tuple[int, int]]) -> dict[str, Any]:
-    state = codec.node_state(row).value if row.health != "unknown" else "unknown"
-    cpu, memory = in_use.get((row.pool, row.name), (0, 0))
-    return node_view(row, state, cpu_in_use=cpu, memory_mib_in_use=memory)
+def _state_and_use(
+    in_use: dict[tuple[str, str], tuple[int, int]], pool: str, name: str, health: str,
+    cordoned: bool,
+) -> tuple[str, int, int]:
+    """A node's state as shown (``unknown`` health shows as such) and the
+    milli-CPU and MiB its pods request."""
+    state = codec.node_state_of(health, cordoned).value if health != "unknown" else "unknown"
+    cpu, memory = in_use.get((pool, name), (0, 0))
+    return state, cpu, memory
 
 
 def node_views(
     session: Session, org_id: int, pool: str | None = None, state: str | None = None
 ) -> list[dict[str, Any]]:
     in_use = host_in_use(session, org_id, pool)
-    views = [_node(r, in_use) for r in repo.list_nodes(session, org_id, pool)]
+    views = []
+    for r in repo.list_nodes(session, org_id, pool):
+        shown, cpu, memory = _state_and_use(in_use, r.pool, r.name, r.health, r.cordoned)
+        views.append(node_view(r, shown, cpu_in_use=cpu, memory_mib_in_use=memory))
     return [v for v in views if state is None or v["state"] == state]
 
 
 def node_detail(session: Session, org_id: int, name: str) -> dict[str, Any]:
     row = repo.get_node(session, org_id, name)
-    return _node(row, host_in_use(session, org_id, row.pool))
+    shown, cpu, memory = _state_and_use(host_in_use(session, org_id, row.pool), row.pool,
+                                        row.name, row.health, row.cordoned)
+    return node_view(row, shown, cpu_in_use=cpu, memory_mib_in_use=memory)
 
 
-def pool_from_body(body: dict[str, Any], name: str, row: PoolRow | None) -> Pool:
+def pool_from_body(body: dict[str, Any], name: str, row: object | None) -> Pool:
+    """The pool a create or update body describes: each field from ``body``,
+    else from the stored pool ``row`` (a repository's pool row), else its default."""
     def pick(field: str, default: Any) -> Any:
         if field in body:
             return body[field]
@@ -102,34 +108,13 @@ def pool_from_body(body: dict[str, Any], name: str, row: PoolRow | None) -> Pool
     )
 
 
-def typical_json(pool: Pool) -> list[dict[str, Any]] | None:
-    """The pool's typical pods as stored and shown (None: the default prior)."""
-    if pool.typical_pods is None:
-        return None
-    return [t.to_json() for t in pool.typical_pods]
-
-
-def add_pool_row(session: Session, org_id: int, pool: Pool) -> PoolRow:
-    row = PoolRow(
-        org_id=org_id, name=pool.name, gpu_type=pool.gpu_type,
-        gpu_memory_mib=pool.gpu_memory_mib, topology=list(pool.topology),
-        start_delay=pool.start_delay, preemption_grace=pool.preemption_grace,
-        starvation_hold_after=pool.starvation_hold_after, packing=pool.packing.value,
-        typical_pods=typical_json(pool), agent_status="never",
-        version=1, created_at=time.time(),
-    )
-    session.add(row)
-    session.flush()
-    return row
-
-
 def create_pool(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
     require_admin(ctx, "pool.create", f"pool/{body.get('name')}")
     name = body.get("name")
     pool = pool_from_body(body, name if isinstance(name, str) else "", None)
     if repo.find_pool(session, ctx.org_id, pool.name) is not None:
         raise Conflict(f"pool {pool.name!r} already exists", {"pool": pool.name})
-    add_pool_row(session, ctx.org_id, pool)
+    repo.add_pool(session, ctx.org_id, pool, time.time())
     view = pool_detail(session, ctx.org_id, pool.name)
     audit.record(session, ctx, "pool.create", f"pool/{pool.name}", after=view)
     repo.bump_sched_version(session, ctx.org_id)
@@ -142,13 +127,7 @@ def update_pool(session: Session, ctx: Ctx, name: str, body: dict[str, Any]) -> 
     check_version("pool", name, body.get("version"), row.version)
     before = pool_detail(session, ctx.org_id, name)
     pool = pool_from_body(body, name, row)
-    row.gpu_type, row.gpu_memory_mib = pool.gpu_type, pool.gpu_memory_mib
-    row.topology = list(pool.topology)
-    row.start_delay, row.preemption_grace = pool.start_delay, pool.preemption_grace
-    row.starvation_hold_after = pool.starvation_hold_after
-    row.packing = pool.packing.value
-    row.typical_pods = typical_json(pool)
-    row.version += 1
+    repo.update_pool(row, pool)
     after = pool_detail(session, ctx.org_id, name)
     audit.record(session, ctx, "pool.update", f"pool/{name}", before=before, after=after)
     repo.bump_sched_version(session, ctx.org_id)
@@ -166,7 +145,7 @@ def delete_pool(session: Session, ctx: Ctx, name: str, version: int | None) -> d
         raise Conflict(f"pool {name!r} has reservations")
     if any(w.pool == name for w in wl_repo.active_workloads(session, ctx.org_id)):
         raise Conflict(f"pool {name!r} has workloads that are not finished")
-    session.delete(row)
+    repo.delete_pool(session, row)
     audit.record(session, ctx, "pool.delete", f"pool/{name}", before=before)
     repo.bump_sched_version(session, ctx.org_id)
     return before
@@ -181,8 +160,7 @@ def set_cordon(
     check_version("node", name, version, row.version)
     before = node_detail(session, ctx.org_id, name)
     if row.cordoned != cordoned:
-        row.cordoned = cordoned
-        row.version += 1
+        repo.set_cordoned(row, cordoned)
         add_event(session, ctx.org_id, "node.changed", cause=ctx.cause,
                   message=f"node {name} {'cordoned' if cordoned else 'uncordoned'}",
                   data={"node": name, "pool": row.pool, "cordoned": cordoned})
@@ -190,10 +168,6 @@ def set_cordon(
     after = node_detail(session, ctx.org_id, name)
     audit.record(session, ctx, action, f"node/{name}", before=before, after=after)
     return after
-
-
-def _unavailable_milli(nodes: list[NodeRow]) -> int:
-    return sum(int(m) for n in nodes if n.health != "down" for _i, m in (n.unavailable or []))
 
 
 def pool_capacity_views(session: Session, org_id: int) -> list[dict[str, Any]]:
@@ -204,7 +178,8 @@ def pool_capacity_views(session: Session, org_id: int) -> list[dict[str, Any]]:
     for p in repo.list_pools(session, org_id):
         mine = [n for n in nodes if n.pool == p.name]
         cap = node_capacity(mine)
-        unavailable = _unavailable_milli(mine)
+        unavailable = sum(int(m) for n in mine if n.health != "down"
+                          for _i, m in (n.unavailable or []))
         used = sum(placement_milli(codec.placement_from_json(w.placement))
                    for w in active if w.pool == p.name)
         reserved = sum(tree.reservation(t, p.name) for t in tree.top_level())

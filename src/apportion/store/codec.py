@@ -175,11 +175,23 @@ def pool_from_row(row: PoolRow) -> Pool:
 def node_state(row: NodeRow) -> NodeState:
     """What the scheduler sees: down; cordoned (cordoned, or health unknown:
     it keeps its work and takes no new pods); else ready."""
-    if row.health == "down":
+    return node_state_of(row.health, row.cordoned)
+
+
+def node_state_of(health: str, cordoned: bool) -> NodeState:
+    """:func:`node_state` of a node's health and cordon flag."""
+    if health == "down":
         return NodeState.DOWN
-    if row.cordoned or row.health == "unknown":
+    if cordoned or health == "unknown":
         return NodeState.CORDONED
     return NodeState.READY
+
+
+def typical_pods_json(pool: Pool) -> list[dict[str, Any]] | None:
+    """The pool's typical pods as stored and shown (None: the default prior)."""
+    if pool.typical_pods is None:
+        return None
+    return [t.to_json() for t in pool.typical_pods]
 
 
 def node_from_row(row: NodeRow) -> Node:

@@ -7,7 +7,9 @@ from typing import cast
 from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
+from apportion.domain.cluster import Pool
 from apportion.domain.errors import NotFound
+from apportion.store.codec import typical_pods_json
 from apportion.store.models import NodeRow, OrgRow, PoolRow, ReservationRow, TeamRow
 
 _orgs, _teams = cast(Table, OrgRow.__table__), cast(Table, TeamRow.__table__)
@@ -205,6 +207,43 @@ def get_pool(session: Session, org_id: int, name: str) -> PoolRow:
     if row is None:
         raise NotFound("pool", name)
     return row
+
+
+def add_pool(session: Session, org_id: int, pool: Pool, created_at: float) -> PoolRow:
+    """A new pool row (version 1, its agent never seen), flushed."""
+    row = PoolRow(
+        org_id=org_id, name=pool.name, gpu_type=pool.gpu_type,
+        gpu_memory_mib=pool.gpu_memory_mib, topology=list(pool.topology),
+        start_delay=pool.start_delay, preemption_grace=pool.preemption_grace,
+        starvation_hold_after=pool.starvation_hold_after, packing=pool.packing.value,
+        typical_pods=typical_pods_json(pool), agent_status="never",
+        version=1, created_at=created_at,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def update_pool(row: PoolRow, pool: Pool) -> None:
+    """Store ``pool``'s settings in its row and bump the version (the name and
+    the agent's fields stay)."""
+    row.gpu_type, row.gpu_memory_mib = pool.gpu_type, pool.gpu_memory_mib
+    row.topology = list(pool.topology)
+    row.start_delay, row.preemption_grace = pool.start_delay, pool.preemption_grace
+    row.starvation_hold_after = pool.starvation_hold_after
+    row.packing = pool.packing.value
+    row.typical_pods = typical_pods_json(pool)
+    row.version += 1
+
+
+def delete_pool(session: Session, row: PoolRow) -> None:
+    session.delete(row)
+
+
+def set_cordoned(row: NodeRow, cordoned: bool) -> None:
+    """Cordon or uncordon a node and bump its version."""
+    row.cordoned = cordoned
+    row.version += 1
 
 
 def list_nodes(

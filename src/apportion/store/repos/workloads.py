@@ -121,6 +121,19 @@ def count_active(
     return int(session.scalar(q) or 0)
 
 
+def placements_and_specs(
+    session: Session, org_id: int, statuses: Sequence[str], pool: str | None = None
+) -> list[tuple[str | None, list[Any], dict[str, Any]]]:
+    """(pool, placement, spec) of the active workloads in ``statuses`` (of
+    ``pool``, if given)."""
+    t = WorkloadRow
+    q = select(t.pool, t.placement, t.spec).where(
+        t.org_id == org_id, t.is_active.is_(True), t.status.in_(list(statuses)))
+    if pool is not None:
+        q = q.where(t.pool == pool)
+    return [(wpool, placement, spec) for wpool, placement, spec in session.execute(q)]
+
+
 def active_reasons(
     session: Session, org_id: int, statuses: Sequence[str]
 ) -> list[tuple[str | None, str | None]]:

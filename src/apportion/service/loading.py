@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
+from typing import Protocol
 
 from sqlalchemy.orm import Session
 
@@ -10,7 +12,6 @@ from apportion.domain.cluster import Node, pool_capacity
 from apportion.domain.org import OrgTree, build_tree
 from apportion.service.authz import Parents
 from apportion.store import codec
-from apportion.store.models import NodeRow, TeamRow
 from apportion.store.repos import orgs as org_repo
 
 
@@ -20,7 +21,16 @@ def load_tree(session: Session, org_id: int) -> OrgTree:
     return build_tree(teams, res)
 
 
-def parents_of(rows: list[TeamRow]) -> Parents:
+class TeamLink(Protocol):
+    """What :func:`parents_of` reads of a team (the store's team rows have it)."""
+
+    @property
+    def slug(self) -> str: ...
+    @property
+    def parent(self) -> str | None: ...
+
+
+def parents_of(rows: Iterable[TeamLink]) -> Parents:
     return {r.slug: r.parent for r in rows}
 
 
@@ -86,5 +96,6 @@ def capacities(session: Session, org_id: int) -> dict[str, int]:
     return {pool: pool_capacity(ns) for pool, ns in nodes.items()}
 
 
-def node_capacity(rows: list[NodeRow]) -> int:
-    return pool_capacity(codec.node_from_row(r) for r in rows)
+def node_capacity(nodes: Iterable[Node]) -> int:
+    """Milli-GPU capacity of these nodes (those not down)."""
+    return pool_capacity(nodes)

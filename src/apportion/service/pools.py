@@ -30,7 +30,7 @@ def pool_views(session: Session, org_id: int) -> list[dict[str, Any]]:
     out = []
     for p in repo.list_pools(session, org_id):
         mine = [n for n in nodes if n.pool == p.name]
-        out.append(pool_view(p, node_capacity(mine), len(mine)))
+        out.append(pool_view(p, node_capacity(codec.node_from_row(n) for n in mine), len(mine)))
     return out
 
 
@@ -177,7 +177,7 @@ def pool_capacity_views(session: Session, org_id: int) -> list[dict[str, Any]]:
     out = []
     for p in repo.list_pools(session, org_id):
         mine = [n for n in nodes if n.pool == p.name]
-        cap = node_capacity(mine)
+        cap = node_capacity(codec.node_from_row(n) for n in mine)
         unavailable = sum(int(m) for n in mine if n.health != "down"
                           for _i, m in (n.unavailable or []))
         used = sum(placement_milli(codec.placement_from_json(w.placement))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from apportion.domain.lifecycle import WorkloadState
@@ -13,7 +12,6 @@ from apportion.service import devices
 from apportion.service.devices import IDENTITY, DeviceMap
 from apportion.service.loading import load_tree
 from apportion.store import codec
-from apportion.store.models import WorkloadRow
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo
 
@@ -43,12 +41,7 @@ class StateCache:
 
     def active(self, session: Session, org_id: int) -> list[tuple[WorkloadState, float]]:
         """(state, submitted_at) of every non-terminal workload, in id order."""
-        t = WorkloadRow.__table__
-        current = session.connection().execute(
-            select(t.c.id, t.c.version)
-            .where(t.c.org_id == org_id, t.c.is_active.is_(True))
-            .order_by(t.c.id)
-        ).all()
+        current = wl_repo.active_versions(session, org_id)
         stale = [wid for wid, version in current
                  if (hit := self._states.get(wid)) is None or hit[0] != version]
         for start in range(0, len(stale), 500):

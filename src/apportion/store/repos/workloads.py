@@ -90,6 +90,15 @@ def active_workloads(session: Session, org_id: int) -> list[WorkloadRow]:
     return list(session.scalars(q.order_by(WorkloadRow.id)))
 
 
+def active_versions(session: Session, org_id: int) -> list[tuple[int, int]]:
+    """(id, version) of every non-terminal workload, in id order (a Core query:
+    the scheduler's snapshot reads it every cycle)."""
+    t = _WORKLOADS
+    q = (select(t.c.id, t.c.version).where(t.c.org_id == org_id, t.c.is_active.is_(True))
+         .order_by(t.c.id))
+    return [(wid, version) for wid, version in session.connection().execute(q)]
+
+
 def workloads_by_ids(session: Session, org_id: int, ids: Sequence[int]) -> list[WorkloadRow]:
     if not ids:
         return []

@@ -24,8 +24,7 @@ from sqlalchemy.orm import Session as Session
 from apportion.service.context import Ctx
 from apportion.service.errors import Conflict, IdempotencyMismatch
 from apportion.store.db import Database
-from apportion.store.models import IdempotencyRow
-from apportion.store.repos.security import get_idempotency
+from apportion.store.repos.security import add_idempotency, get_idempotency
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +62,11 @@ def execute(
                         return Result(stored.status_code, stored.response, replayed=True)
                 result = fn(session)
                 if idem is not None:
-                    session.add(IdempotencyRow(
-                        org_id=ctx.org_id, key=idem.key, fingerprint=idem.fingerprint,
+                    add_idempotency(
+                        session, ctx.org_id, idem.key, fingerprint=idem.fingerprint,
                         status_code=result.status, response=_jsonable(result.data),
                         created_at=time.time(),
-                    ))
+                    )
                 return result
         except IntegrityError:
             # Two requests with the same new key raced; the loser replays the winner.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from fractions import Fraction
+from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -46,6 +47,18 @@ def list_tokens(session: Session, org_id: int) -> list[TokenRow]:
 
 def get_idempotency(session: Session, org_id: int, key: str) -> IdempotencyRow | None:
     return session.get(IdempotencyRow, (org_id, key))
+
+
+def add_idempotency(
+    session: Session, org_id: int, key: str, *, fingerprint: str, status_code: int,
+    response: Any, created_at: float,
+) -> None:
+    """Store a command's result under its key (in the command's transaction; a
+    concurrent request with the same new key fails the commit)."""
+    session.add(IdempotencyRow(
+        org_id=org_id, key=key, fingerprint=fingerprint, status_code=status_code,
+        response=response, created_at=created_at,
+    ))
 
 
 def purge_idempotency(session: Session, older_than: float) -> None:

@@ -30,12 +30,10 @@ def patch_org(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
     org = repo.get_org(session, ctx.org_id)
     check_version("organization", org.slug, body.get("version"), org.version)
     before = org_view(org)
-    if "name" in body:
-        name = body["name"]
-        if not isinstance(name, str) or not 1 <= len(name) <= 255:
-            raise ValidationError("name", "must be a string of 1-255 characters")
-        org.name = name
-    org.version += 1
+    name = body.get("name")
+    if "name" in body and (not isinstance(name, str) or not 1 <= len(name) <= 255):
+        raise ValidationError("name", "must be a string of 1-255 characters")
+    repo.update_org(org, name=name)
     after = org_view(org)
     audit.record(session, ctx, "organization.update", f"organization/{org.slug}",
                  before=before, after=after)

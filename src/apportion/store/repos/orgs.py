@@ -42,6 +42,13 @@ def add_org(
     return row
 
 
+def update_org(row: OrgRow, *, name: str | None = None) -> None:
+    """Rename the organization (``name`` None: keep it) and bump its version."""
+    if name is not None:
+        row.name = name
+    row.version += 1
+
+
 def find_org(session: Session, slug: str) -> OrgRow | None:
     return session.scalar(select(OrgRow).where(OrgRow.slug == slug))
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from apportion.domain.errors import NotFound
@@ -21,6 +20,7 @@ from apportion.service.views import (
     reservation_view,
     token_view,
 )
+from apportion.store import db
 from apportion.store.repos import audit as audit_repo
 from apportion.store.repos import events as ev_repo
 from apportion.store.repos import orgs as repo
@@ -86,4 +86,4 @@ def events_after(session: Session, ctx: Ctx, after: int, limit: int = 100
 
 def database_ok(session: Session) -> None:
     """Raise if the database does not answer."""
-    session.execute(text("SELECT 1"))
+    db.ping(session)

@@ -175,3 +175,32 @@ def test_a_pod_without_gpus_goes_where_it_strands_the_fewest_gpus() -> None:
     assert not cs.fits(replace(cpu_only, pods=16, min_pods=16, owner=(6, 0, 0)))
     big = replace(cpu_only, cpu_milli=100_000, owner=(7, 0, 0))
     assert cs.place(big).failure is FailureKind.NO_NODE_FITS
+
+
+def test_a_pod_without_gpus_that_waits_says_how_many_fit() -> None:
+    cs = ClusterState(Pool("p"), [node("a", gpus=2, cpu=32)], hosts={9: (8000, 0)})
+    cs.occupy((9, 0, 0), (PodPlacement("a", ()),))
+    cpu_only = PlacementRequest(pods=4, min_pods=4, charge=0, cpu_milli=8000, owner=(5, 0, 0))
+    res = cs.place(cpu_only)
+    assert res.failure is FailureKind.HOST_RESOURCES
+    assert res.message == "needs 8 CPUs per pod; 3 pods fit now"
+
+
+def test_the_memory_message_of_one_node() -> None:
+    cs = ClusterState(Pool("p"), [node("a", gpus=2, mem=64 * GIB)], hosts={9: (0, 48 * GIB)})
+    cs.occupy((9, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000),)),))
+    res = cs.place(req(1, mem=32 * GIB))
+    assert res.failure is FailureKind.HOST_RESOURCES
+    assert res.message == ("needs 32 GiB of memory per pod; the 1 node with 1 GPU free has "
+                           "at most 16 GiB free")
+
+
+def test_shared_pods_on_a_node_with_cpu_limits_count_whole_pods_per_device() -> None:
+    """Two 0.75-GPU pods and a node whose devices have 0.5 and 1 GPU free:
+    only one pod fits (a pod takes part of one device), CPU to spare."""
+    cs = ClusterState(Pool("p"), [node("a", gpus=2, cpu=8)])
+    cs.occupy((9, 0, 0), (PodPlacement("a", (DeviceShare(0, 500),)),))
+    res = cs.place(req(0.75, pods=2, cpu=1))
+    assert res.failure is FailureKind.FRAGMENTED
+    assert res.message == ("needs 2 × 0.75 GPU; 1.5 GPUs free but at most 1 on any device; "
+                           "1 of 2 pods fit")

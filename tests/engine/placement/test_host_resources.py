@@ -204,3 +204,55 @@ def test_shared_pods_on_a_node_with_cpu_limits_count_whole_pods_per_device() -> 
     assert res.failure is FailureKind.FRAGMENTED
     assert res.message == ("needs 2 × 0.75 GPU; 1.5 GPUs free but at most 1 on any device; "
                            "1 of 2 pods fit")
+
+
+def test_a_fit_probe_counts_whole_devices_on_a_cpu_limited_node() -> None:
+    """A 4-GPU pod on a node with 1 free GPU and CPU to spare: taking out
+    two 1-GPU owners frees 3 GPUs, not enough; the 5-GPU one makes room."""
+    cs = ClusterState(Pool("p"), [node("a", gpus=8, cpu=64)],
+                      hosts={1: (1000, 0), 2: (1000, 0), 3: (1000, 0)})
+    cs.occupy((1, 0, 0), (PodPlacement("a", tuple(DeviceShare(i, 1000) for i in range(5))),))
+    cs.occupy((2, 0, 0), (PodPlacement("a", (DeviceShare(5, 1000),)),))
+    cs.occupy((3, 0, 0), (PodPlacement("a", (DeviceShare(6, 1000),)),))
+    probe = cs.probe(req(4, cpu=1, owner=(9, 0, 0)))
+    assert not probe.fits()
+    probe.take_out((2, 0, 0))
+    assert not probe.fits()  # 2 GPUs free
+    probe.take_out((3, 0, 0))
+    assert not probe.fits()  # 3 GPUs free
+    probe.put_back((3, 0, 0))
+    probe.take_out((1, 0, 0))
+    assert probe.fits()  # 7 GPUs free
+
+
+def test_a_fit_probe_counts_only_the_nodes_its_request_may_use() -> None:
+    """Freeing a t4 node does not make room for a pod that asks for a v100,
+    nor freeing a node outside its node selector."""
+    cs = ClusterState(Pool("p"), [node("a", gpus=4, gpu_type="t4", labels={"rack": "r1"}),
+                                  node("b", gpus=4, gpu_type="v100", labels={"rack": "r1"}),
+                                  node("c", gpus=4, gpu_type="v100", labels={"rack": "r2"})])
+    for k, name in enumerate("abc", 1):
+        cs.occupy((k, 0, 0), (PodPlacement(name, tuple(DeviceShare(i, 1000) for i in range(4))),))
+    typed = cs.probe(req(4, types=("v100",), owner=(9, 0, 0)))
+    typed.take_out((1, 0, 0))
+    assert not typed.fits()
+    typed.take_out((2, 0, 0))
+    assert typed.fits()
+    selected = cs.probe(replace(req(4, owner=(9, 0, 0)), node_selector={"rack": "r2"}))
+    selected.take_out((2, 0, 0))
+    assert not selected.fits()
+    selected.take_out((3, 0, 0))
+    assert selected.fits()
+
+
+def test_a_fit_probe_gives_back_the_room_of_an_owner_put_back() -> None:
+    """The smallest share sized by memory (1 milli-GPU): a device freed and
+    then used again holds none of it."""
+    cs = ClusterState(Pool("p"), [node("a", gpus=1)])
+    cs.occupy((1, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000),)),))
+    probe = cs.probe(PlacementRequest(pods=1, min_pods=1, charge=1, owner=(9, 0, 0)))
+    assert not probe.fits()
+    probe.take_out((1, 0, 0))
+    assert probe.fits()
+    probe.put_back((1, 0, 0))
+    assert not probe.fits()

@@ -54,3 +54,7 @@ def test_bad_input_is_a_value_error() -> None:
         cs.occupy((1, 0, 0), whole("a", 5))
     with pytest.raises(ValueError, match="min_pods"):
         cs.place(req(1, pods=2, min_pods=3))
+    with pytest.raises(ValueError, match="node 'a' given twice"):
+        state(nodes(("a", 2), ("a", 4)))
+    with pytest.raises(ValueError, match="node 'a' is in pool 'q', not 'p'"):
+        state(nodes(("a", 2), pool="q"))

@@ -61,3 +61,22 @@ def test_a_higher_priority_workload_takes_a_hold() -> None:
     w.submit("urgent", "t", 1, priority=90)
     w.settle()
     assert w.status("urgent") == "Running"
+
+
+def test_a_hold_waits_for_starting_work_before_running_work() -> None:
+    """The held placement needs the cheapest work to end, in 6.5's order
+    (docs/scheduling.md, "Starvation holds"): a node whose job is Starting
+    before a node whose job is Running, at equal priority."""
+    w = World().pool(nodes=2, gpus=4, starvation_hold_after=100).team("u")
+    w.submit("running", "u", 4, running=True)
+    w.instant_running = False
+    w.submit("starting", "u", 4)
+    w.submit("big", "u", 4)  # same team and priority: it may preempt neither
+    w.settle()
+    assert w.status("starting") == "Starting" and w.code("big") == "WAITING_FOR_CAPACITY"
+    w.advance(150)
+    w.settle()
+    big = w.w("big")
+    assert big.is_hold and not w.preemptions
+    assert [p.node for p in big.nomination] == [w.w("starting").placement[0].node]
+    assert w.w("running").placement[0].node != w.w("starting").placement[0].node

@@ -332,3 +332,18 @@ def test_a_burst_still_takes_back_what_it_lent_in_the_same_cycle() -> None:
     assert {w.names[f"y{i}"] for i in range(8)} >= set(taken)
     w.settle()
     assert w.running("x") == ["x0", "x1", "x2", "x3"] and len(w.running("y")) == 4
+
+
+def test_a_team_takes_back_its_reservation_in_a_rack_the_pool_does_not_list() -> None:
+    """The same rule with required topology at a level the pool's topology
+    does not list (the racks are node labels only): the rack is searched as
+    a filtered domain, and the borrower is still a victim whatever its
+    priority."""
+    w = World().pool(racks={"r1": 1, "r2": 1}, gpus=4).team("a").team("b", main=8)
+    w.submit("borrower", "a", 4, priority=90, node_selector={"rack": "r1"}, running=True)
+    w.submit("other", "a", 4, priority=90, node_selector={"rack": "r2"}, running=True)
+    w.submit("owner", "b", 4, priority=10, topology={"level": "rack", "mode": "required"})
+    w.settle()
+    assert w.pools["main"].topology == ()
+    assert w.status("owner") == "Running"
+    assert w.preempted() == ["borrower"]

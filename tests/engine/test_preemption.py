@@ -347,3 +347,31 @@ def test_a_team_takes_back_its_reservation_in_a_rack_the_pool_does_not_list() ->
     assert w.pools["main"].topology == ()
     assert w.status("owner") == "Running"
     assert w.preempted() == ["borrower"]
+
+
+def test_same_team_higher_priority_displaces_work_that_ran_for_a_while() -> None:
+    """The rule does not depend on how long the victim has run (work lost
+    orders victims, it never protects one)."""
+    w = World().pool(nodes=1).team("t")
+    w.submit("low", "t", 8, priority=10, running=True)
+    w.advance(100)
+    w.submit("high", "t", 8, priority=60)
+    w.settle()
+    assert (w.status("low"), w.status("high")) == ("Preempted", "Running")
+
+
+def test_an_excess_of_one_milli_gpu_is_an_excess() -> None:
+    """o uses 4 GPUs and a 1-milli-GPU share (a memory share of 1 MiB is
+    charged ceil(1 x 1000 / 81920) = 1 milli-GPU, SPEC 1), which leaves 3
+    whole GPUs free; t's 4-GPU job brings t's demand to 4: entitled to 4
+    each, o is 1 milli over. 6.4 lets t take o's work (excess(o) = 1 > 0,
+    excess(t) with its job = 0 < 1), and 6.5 takes the share first (least
+    work lost), after which the job fits."""
+    w = World().pool(nodes=1).team("t").team("o")
+    w.submit("four", "o", 4, running=True)
+    w.advance(60)
+    w.submit("tiny", "o", None, gpu_memory_mib=1, running=True)
+    w.submit("job", "t", 4)
+    w.settle()
+    assert w.preempted() == ["tiny"]
+    assert w.status("job") == "Running"

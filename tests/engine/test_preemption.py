@@ -375,3 +375,24 @@ def test_an_excess_of_one_milli_gpu_is_an_excess() -> None:
     w.settle()
     assert w.preempted() == ["tiny"]
     assert w.status("job") == "Running"
+
+
+def test_within_a_subtree_the_team_over_its_entitlement_goes_first() -> None:
+    """o (reservation 2, all of it o2's) has o1 running 4 GPUs in rack a and
+    o2 2 GPUs in rack b, next to r's reserved 2. t (weight 3) submits 4 GPUs
+    at o1's priority: the surplus (4) splits 3:1 at that level, so t is
+    entitled to 3, o to 3 (o2 2 from its bucket, o1 1). 6.4: excess(o) = 3
+    > excess(t) with the job = 1. 6.5 takes o1's work first (over its
+    entitlement; o2 is at its own) though o2's has the lower priority, and
+    the job fits in rack a. (Taking o2's first would bring excess(o) down
+    to 1, no longer above t's, with the job still not fitting.)"""
+    w = World().pool(racks={"a": 1, "b": 1}, gpus=4)
+    w.team("t", weight=3).team("o", main=2).team("o1", "o").team("o2", "o", main=2)
+    w.team("r", main=2)
+    w.submit("held", "r", 2, wclass="reserved", node_selector={"rack": "b"}, running=True)
+    w.submit("small", "o2", 2, priority=20, node_selector={"rack": "b"}, running=True)
+    w.submit("big", "o1", 4, priority=40, node_selector={"rack": "a"}, running=True)
+    w.submit("job", "t", 4, priority=40)
+    w.settle()
+    assert w.preempted() == ["big"]
+    assert w.status("job") == "Running" and w.status("small") == "Running"

@@ -396,3 +396,23 @@ def test_within_a_subtree_the_team_over_its_entitlement_goes_first() -> None:
     w.settle()
     assert w.preempted() == ["big"]
     assert w.status("job") == "Running" and w.status("small") == "Running"
+
+
+def test_a_victim_refused_at_first_passes_after_a_later_pick() -> None:
+    """t (reservation 2, burst limit 100 %: cap 4) runs 2 GPUs at priority
+    40; o's 6 GPUs at priority 40 are Starting. t's 4-GPU job at priority 50
+    is entitled, with t, to 4 (t's cap), o to the other 4: excess(o) = 2,
+    excess(t) with the job = 2. o's work comes first in 6.5's order
+    (Starting) but 6.4 refuses it (2 is not less than 2); t's own work is
+    taken (the job needs it for t's cap anyway), t's excess falls to 0, and
+    then o's work passes and is taken: the job needs its GPUs too."""
+    w = World().pool(nodes=1).team("t", limit=100, main=2).team("o")
+    w.submit("mine", "t", 2, priority=40, running=True)
+    w.instant_running = False
+    w.submit("theirs", "o", 6, priority=40)
+    w.settle()
+    assert w.status("theirs") == "Starting"
+    w.submit("job", "t", 4, priority=50)
+    w.settle()
+    assert w.preempted() == ["mine", "theirs"]
+    assert w.status("job") == "Starting"

@@ -256,3 +256,17 @@ def test_a_fit_probe_gives_back_the_room_of_an_owner_put_back() -> None:
     assert probe.fits()
     probe.put_back((1, 0, 0))
     assert not probe.fits()
+
+
+def test_exiting_cpu_still_counts_as_leaving_after_a_probe() -> None:
+    """A probe looks at the pool with exiting victims gone and then puts
+    everything back: the victim's CPU is still exiting afterwards, so a pod
+    may still be placed on it with ``allow_exiting``."""
+    cs = ClusterState(Pool("p"), [node("a", gpus=8, cpu=16)], hosts={1: (12000, 0)})
+    cs.occupy((1, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000),)),))
+    cs.mark_exiting((1, 0, 0))
+    wanted = req(1, cpu=8, owner=(3, 0, 0))
+    assert cs.probe(wanted).fits()
+    assert not cs.fits(wanted)
+    assert cs.fits(wanted, allow_exiting=True)
+    assert cs.probe(wanted).fits()

@@ -80,3 +80,30 @@ def test_a_hold_waits_for_starting_work_before_running_work() -> None:
     assert big.is_hold and not w.preemptions
     assert [p.node for p in big.nomination] == [w.w("starting").placement[0].node]
     assert w.w("running").placement[0].node != w.w("starting").placement[0].node
+
+
+def test_a_hold_counts_a_victim_already_leaving_as_gone() -> None:
+    """Rack a runs three jobs next to a victim still exiting (its preemptor
+    was cancelled during the grace); rack b runs four jobs. The held
+    placement is the one needing the fewest running workloads to end
+    (SPEC 6.9): rack a's three, the exiting victim leaves by itself."""
+    w = World().pool(racks={"a": 1, "b": 1}, gpus=4, preemption_grace=300,
+                     starvation_hold_after=100).team("u")
+    for i in range(4):
+        w.submit(f"b{i}", "u", 1, node_selector={"rack": "b"}, running=True)
+    w.advance(10)
+    w.submit("low", "u", 1, priority=10, node_selector={"rack": "a"}, running=True)
+    for i in range(3):
+        w.submit(f"a{i}", "u", 1, node_selector={"rack": "a"}, running=True)
+    w.submit("hp", "u", 1, priority=60, node_selector={"rack": "a"})
+    w.settle()
+    assert w.preempted() == ["low"] and w.code("hp") == "PREEMPTING"
+    w.states[w.names["hp"]] = transition(w.w("hp"), Status.CANCELLED, w.now)
+    w.submit("big", "u", 4)  # same team and priority as the jobs: it preempts none
+    w.settle()
+    assert w.code("big") == "WAITING_FOR_CAPACITY"
+    w.advance(150)
+    w.settle()
+    big = w.w("big")
+    assert big.is_hold and w.preempted() == ["low"]
+    assert [p.node for p in big.nomination] == ["main-a-n0"]

@@ -195,6 +195,54 @@ CASES = [
              {"research": "32", "production": "8"}, "0"),
         id="reservations-above-capacity-reserved-served-in-order-up-to-capacity",
     ),
+    pytest.param(
+        Case(org(team("a", res="4"), team("b", res="4")), "4",
+             [ela("a", BIG), ela("b", "1")],
+             {"a": "3", "b": "1"}, "0"),
+        # a node went down (SPEC 2): the own buckets (8) exceed the pool (4);
+        # b's own bucket still serves its 1 GPU, a's gets what the pool has left
+        id="own-buckets-above-capacity-share-the-pool",
+    ),
+    pytest.param(
+        Case(org(team("p", res="8"), team("p1", "p"), team("p2", "p"), team("q", w=3)), "16",
+             [ela("p1", "6", prio=70), ela("p2", "6", prio=50), ela("q", BIG, prio=50)],
+             {"p1": "6", "p2": "4", "p": "10", "q": "6"}, "8"),
+        # p's bucket (8) serves p1's 6 at priority 70, then only 2 of p2's 6;
+        # the surplus (8) splits 1:3 between p (p2's 4 left) and q
+        id="ancestor-bucket-used-up-across-priority-levels",
+    ),
+    pytest.param(
+        Case(seed_org(), "8", [ela("production", "7.999", prio=75), ela("nlp", BIG)],
+             {"production": "7.999", "nlp": "0.001", "research": "0.001"}, "8"),
+        id="one-milli-gpu-left-after-a-higher-level-still-goes-to-the-next",
+    ),
+    pytest.param(
+        Case(seed_org("1", research_pct=0), "48",
+             [ela("nlp", BIG), ela("vision", BIG), ela("production", "4")],
+             {"research": "1", "nlp": "2/3", "vision": "1/3", "production": "4"}, "47"),
+        # research's bucket (1 GPU, its cap too) split 2:1; the pool has room
+        # for the rest of the demand
+        id="capped-subtree-splits-its-bucket-into-thirds-in-a-roomy-pool",
+    ),
+    pytest.param(
+        Case(seed_org("24", "16"), "32",
+             [res("nlp", "16", wid=1), res("nlp", "2", at=5, wid=2), res("nlp", "3", at=6, wid=3),
+              res("vision", "4", at=9, wid=4)],
+             {"nlp": "21", "vision": "3", "research": "24"}, "8"),
+        # research's bucket (8) serves nlp's two later workloads in full, in
+        # order, then 3 of vision's 4
+        id="ancestor-bucket-serves-several-workloads-of-one-leaf-in-order",
+    ),
+    pytest.param(
+        Case(org(team("org", res="30"), team("research", "org", res="24"),
+                 team("nlp", "research", res="16"), team("ops", "org")), "40",
+             [res("nlp", "16", wid=1), res("nlp", "12", at=5, wid=2),
+              res("ops", "10", at=10, wid=3)],
+             {"nlp": "28", "research": "28", "ops": "2", "org": "30"}, "10"),
+        # nlp's second workload: 8 from research's bucket, the other 4 from
+        # org's bucket, before ops (submitted later) gets the last 2
+        id="workload-partly-granted-by-one-bucket-goes-on-to-the-next",
+    ),
 ]
 
 
@@ -220,6 +268,17 @@ def test_unknown_team_is_zero_and_counters_count_work() -> None:
 def test_demand_of_a_team_with_children_is_refused() -> None:
     with pytest.raises(ValidationError, match="research"):
         entitlements(seed_org(), POOL, gpus(48), [ela("research", "1")])
+
+
+def test_refused_demand_names_the_field() -> None:
+    with pytest.raises(ValidationError) as refused:
+        entitlements(seed_org(), POOL, gpus(48), [ela("research", "1")])
+    assert refused.value.field == "demand.team"
+    assert refused.value.allowed == "a leaf team"
+    with pytest.raises(ValidationError) as negative:
+        entitlements(seed_org(), POOL, gpus(48), [ela("nlp", "-1")])
+    assert negative.value.field == "demand.milli"
+    assert negative.value.message == "must be >= 0, got -1000"
 
 
 def test_demand_book_follows_adds_and_removes() -> None:

@@ -332,3 +332,87 @@ def test_a_burst_still_takes_back_what_it_lent_in_the_same_cycle() -> None:
     assert {w.names[f"y{i}"] for i in range(8)} >= set(taken)
     w.settle()
     assert w.running("x") == ["x0", "x1", "x2", "x3"] and len(w.running("y")) == 4
+
+
+def test_a_team_takes_back_its_reservation_in_a_rack_the_pool_does_not_list() -> None:
+    """The same rule with required topology at a level the pool's topology
+    does not list (the racks are node labels only): the rack is searched as
+    a filtered domain, and the borrower is still a victim whatever its
+    priority."""
+    w = World().pool(racks={"r1": 1, "r2": 1}, gpus=4).team("a").team("b", main=8)
+    w.submit("borrower", "a", 4, priority=90, node_selector={"rack": "r1"}, running=True)
+    w.submit("other", "a", 4, priority=90, node_selector={"rack": "r2"}, running=True)
+    w.submit("owner", "b", 4, priority=10, topology={"level": "rack", "mode": "required"})
+    w.settle()
+    assert w.pools["main"].topology == ()
+    assert w.status("owner") == "Running"
+    assert w.preempted() == ["borrower"]
+
+
+def test_same_team_higher_priority_displaces_work_that_ran_for_a_while() -> None:
+    """The rule does not depend on how long the victim has run (work lost
+    orders victims, it never protects one)."""
+    w = World().pool(nodes=1).team("t")
+    w.submit("low", "t", 8, priority=10, running=True)
+    w.advance(100)
+    w.submit("high", "t", 8, priority=60)
+    w.settle()
+    assert (w.status("low"), w.status("high")) == ("Preempted", "Running")
+
+
+def test_an_excess_of_one_milli_gpu_is_an_excess() -> None:
+    """o uses 4 GPUs and a 1-milli-GPU share (a memory share of 1 MiB is
+    charged ceil(1 x 1000 / 81920) = 1 milli-GPU, SPEC 1), which leaves 3
+    whole GPUs free; t's 4-GPU job brings t's demand to 4: entitled to 4
+    each, o is 1 milli over. 6.4 lets t take o's work (excess(o) = 1 > 0,
+    excess(t) with its job = 0 < 1), and 6.5 takes the share first (least
+    work lost), after which the job fits."""
+    w = World().pool(nodes=1).team("t").team("o")
+    w.submit("four", "o", 4, running=True)
+    w.advance(60)
+    w.submit("tiny", "o", None, gpu_memory_mib=1, running=True)
+    w.submit("job", "t", 4)
+    w.settle()
+    assert w.preempted() == ["tiny"]
+    assert w.status("job") == "Running"
+
+
+def test_within_a_subtree_the_team_over_its_entitlement_goes_first() -> None:
+    """o (reservation 2, all of it o2's) has o1 running 4 GPUs in rack a and
+    o2 2 GPUs in rack b, next to r's reserved 2. t (weight 3) submits 4 GPUs
+    at o1's priority: the surplus (4) splits 3:1 at that level, so t is
+    entitled to 3, o to 3 (o2 2 from its bucket, o1 1). 6.4: excess(o) = 3
+    > excess(t) with the job = 1. 6.5 takes o1's work first (over its
+    entitlement; o2 is at its own) though o2's has the lower priority, and
+    the job fits in rack a. (Taking o2's first would bring excess(o) down
+    to 1, no longer above t's, with the job still not fitting.)"""
+    w = World().pool(racks={"a": 1, "b": 1}, gpus=4)
+    w.team("t", weight=3).team("o", main=2).team("o1", "o").team("o2", "o", main=2)
+    w.team("r", main=2)
+    w.submit("held", "r", 2, wclass="reserved", node_selector={"rack": "b"}, running=True)
+    w.submit("small", "o2", 2, priority=20, node_selector={"rack": "b"}, running=True)
+    w.submit("big", "o1", 4, priority=40, node_selector={"rack": "a"}, running=True)
+    w.submit("job", "t", 4, priority=40)
+    w.settle()
+    assert w.preempted() == ["big"]
+    assert w.status("job") == "Running" and w.status("small") == "Running"
+
+
+def test_a_victim_refused_at_first_passes_after_a_later_pick() -> None:
+    """t (reservation 2, burst limit 100 %: cap 4) runs 2 GPUs at priority
+    40; o's 6 GPUs at priority 40 are Starting. t's 4-GPU job at priority 50
+    is entitled, with t, to 4 (t's cap), o to the other 4: excess(o) = 2,
+    excess(t) with the job = 2. o's work comes first in 6.5's order
+    (Starting) but 6.4 refuses it (2 is not less than 2); t's own work is
+    taken (the job needs it for t's cap anyway), t's excess falls to 0, and
+    then o's work passes and is taken: the job needs its GPUs too."""
+    w = World().pool(nodes=1).team("t", limit=100, main=2).team("o")
+    w.submit("mine", "t", 2, priority=40, running=True)
+    w.instant_running = False
+    w.submit("theirs", "o", 6, priority=40)
+    w.settle()
+    assert w.status("theirs") == "Starting"
+    w.submit("job", "t", 4, priority=50)
+    w.settle()
+    assert w.preempted() == ["mine", "theirs"]
+    assert w.status("job") == "Starting"

@@ -71,3 +71,14 @@ def test_route_and_start_decisions_say_why() -> None:
     assert route.message == "pool p2: chosen over pool p1 by its team's own reservation there"
     assert start.message.startswith("admitted in pool p2 on free GPUs (p2-n000")
     assert w.plans[-1].to_dict()["decisions"][0]["cycle_id"] == w.plans[-1].cycle_id
+
+
+def test_equal_entitlement_headroom_falls_to_the_pool_name() -> None:
+    """t uses 2 GPUs of p1, all of its entitlement there (its demand: the pool
+    has room for it), and nothing of p2: its headroom is 0 in both, so the
+    last rule of 6.1, the pool name, sends its next job to p1, used or not."""
+    w = two_pools().team("t")
+    w.submit("first", "t", 2, pool="p1", running=True)
+    w.submit("job", "t", 1)
+    w.settle()
+    assert w.w("job").pool == "p1" and w.status("job") == "Running"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from apportion.domain.lifecycle import Status, transition
+from apportion.domain.workload import DeviceShare, PodPlacement
 from apportion.engine.kept_state import CycleCache
 from tests.engine.harness import World
 
@@ -115,3 +117,26 @@ def test_a_pod_loses_one_pod_s_work_not_the_workload_s(kept: bool) -> None:
     assert w.status("r") == "Running"
     assert w.status("pair") == "Running"
     assert w.status("sweep") == "Running" and pods_running(w, "sweep") == 7
+
+
+def test_a_pod_needed_late_takes_the_newer_pods_with_it() -> None:
+    """A 4-pod workload (min_pods 1) runs its pods alternately on two 2-GPU
+    nodes (as a scenario's ``placement`` may describe it, SPEC 8): pods 0
+    and 2 on n000, 1 and 3 on n001. A reserved 2-GPU job needs one whole
+    node: pod 3, then pod 2, then pod 1 are taken (newest first) before
+    n001 is free. Pod 2 is not needed for the job, but pods go newest first,
+    so it cannot stay while the older pod 1 goes: pods 1-3 are preempted."""
+    w = World().pool(nodes=2, gpus=2).team("u", main=4).team("o")
+    wid = w.submit("el", "o", 1, pods=4, min_pods=1, priority=10)
+    a, b = "main-n000", "main-n001"
+    pods = tuple(PodPlacement(n, (DeviceShare(d, 1000),))
+                 for n, d in ((a, 0), (b, 0), (a, 1), (b, 1)))
+    state = transition(w.w("el"), Status.QUEUED, 0, pool="main")
+    state = transition(state, Status.STARTING, 0, placement=pods)
+    w.states[wid] = transition(state, Status.RUNNING, 0)
+    w.submit("job", "u", 2, wclass="reserved")
+    w.settle()
+    assert w.status("job") == "Running" and [p.node for p in w.w("job").placement] == [b]
+    assert w.status("el") == "Running" and w.w("el").placement == pods[:1]
+    (p,) = w.preemptions
+    assert (p.victim, p.pods) == (wid, (1, 2, 3))

@@ -61,3 +61,49 @@ def test_a_higher_priority_workload_takes_a_hold() -> None:
     w.submit("urgent", "t", 1, priority=90)
     w.settle()
     assert w.status("urgent") == "Running"
+
+
+def test_a_hold_waits_for_starting_work_before_running_work() -> None:
+    """The held placement needs the cheapest work to end, in 6.5's order
+    (docs/scheduling.md, "Starvation holds"): a node whose job is Starting
+    before a node whose job is Running, at equal priority."""
+    w = World().pool(nodes=2, gpus=4, starvation_hold_after=100).team("u")
+    w.submit("running", "u", 4, running=True)
+    w.instant_running = False
+    w.submit("starting", "u", 4)
+    w.submit("big", "u", 4)  # same team and priority: it may preempt neither
+    w.settle()
+    assert w.status("starting") == "Starting" and w.code("big") == "WAITING_FOR_CAPACITY"
+    w.advance(150)
+    w.settle()
+    big = w.w("big")
+    assert big.is_hold and not w.preemptions
+    assert [p.node for p in big.nomination] == [w.w("starting").placement[0].node]
+    assert w.w("running").placement[0].node != w.w("starting").placement[0].node
+
+
+def test_a_hold_counts_a_victim_already_leaving_as_gone() -> None:
+    """Rack a runs three jobs next to a victim still exiting (its preemptor
+    was cancelled during the grace); rack b runs four jobs. The held
+    placement is the one needing the fewest running workloads to end
+    (SPEC 6.9): rack a's three, the exiting victim leaves by itself."""
+    w = World().pool(racks={"a": 1, "b": 1}, gpus=4, preemption_grace=300,
+                     starvation_hold_after=100).team("u")
+    for i in range(4):
+        w.submit(f"b{i}", "u", 1, node_selector={"rack": "b"}, running=True)
+    w.advance(10)
+    w.submit("low", "u", 1, priority=10, node_selector={"rack": "a"}, running=True)
+    for i in range(3):
+        w.submit(f"a{i}", "u", 1, node_selector={"rack": "a"}, running=True)
+    w.submit("hp", "u", 1, priority=60, node_selector={"rack": "a"})
+    w.settle()
+    assert w.preempted() == ["low"] and w.code("hp") == "PREEMPTING"
+    w.states[w.names["hp"]] = transition(w.w("hp"), Status.CANCELLED, w.now)
+    w.submit("big", "u", 4)  # same team and priority as the jobs: it preempts none
+    w.settle()
+    assert w.code("big") == "WAITING_FOR_CAPACITY"
+    w.advance(150)
+    w.settle()
+    big = w.w("big")
+    assert big.is_hold and w.preempted() == ["low"]
+    assert [p.node for p in big.nomination] == ["main-a-n0"]

@@ -4,6 +4,7 @@ fewest Starting milli-GPU."""
 
 from __future__ import annotations
 
+from apportion.domain.lifecycle import Status, transition
 from tests.engine.harness import World
 
 
@@ -40,3 +41,26 @@ def test_fewer_running_gpus_win_over_fewer_victims() -> None:
     w.settle()
     assert w.preempted() == ["run0", "run1", "start0", "start1"]
     assert w.status("big") == "Running"
+
+
+def test_a_rack_that_needs_no_victim_beats_one_that_needs_a_nomination() -> None:
+    """Rack a's devices are held by a victim still exiting whose preemptor
+    was cancelled; in rack b, z holds a nomination (its victim exiting). A
+    4-GPU job that needs one rack and outranks z: rack a needs no victim,
+    rack b z's nomination (no Running or Starting GPUs either way): fewer
+    victims wins, and z keeps its nomination."""
+    w = World().pool(racks={"a": 1, "b": 1}, gpus=4, preemption_grace=300).team("u")
+    w.submit("va", "u", 4, priority=10, node_selector={"rack": "a"}, running=True)
+    w.submit("vb", "u", 4, priority=10, node_selector={"rack": "b"}, running=True)
+    w.submit("first", "u", 4, priority=60, node_selector={"rack": "a"})
+    w.settle()
+    w.states[w.names["first"]] = transition(w.w("first"), Status.CANCELLED, w.now)
+    w.submit("z", "u", 4, priority=40, node_selector={"rack": "b"})
+    w.settle()
+    assert w.preempted() == ["va", "vb"] and w.code("z") == "PREEMPTING"
+    w.submit("job", "u", 4, priority=60, topology={"level": "rack", "mode": "required"})
+    w.settle()
+    assert w.code("job") == "PREEMPTING"
+    assert [p.node for p in w.w("job").nomination] == ["main-a-n0"]
+    assert [p.node for p in w.w("z").nomination] == ["main-b-n0"]
+    assert w.preempted() == ["va", "vb"]

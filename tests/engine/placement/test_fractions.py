@@ -64,3 +64,16 @@ def test_share_larger_than_a_device_never_fits() -> None:
     cs = state(nodes(("a", 2)))
     res = cs.can_ever_place(req(0, milli=1500))
     assert res is not None and res.failure is FailureKind.NO_NODE_FITS
+
+
+def test_memory_share_of_a_whole_device_waits_when_every_device_is_shared() -> None:
+    """A share sized by memory to a whole device (1000 milli-GPU) is a
+    fractional pod the pool can hold (SPEC 1, 5): with every device partly
+    used it waits for one to free up, it is not refused as never fitting."""
+    cs = state(nodes(("a", 2)))
+    assert cs.can_ever_place(req(0, milli=1000)) is None
+    cs.occupy((1, 0, 0), (pods_on("a", (0, 10)),))
+    cs.occupy((2, 0, 0), (pods_on("a", (1, 10)),))
+    res = cs.place(req(0, milli=1000))
+    assert res.failure is FailureKind.FRAGMENTED
+    assert res.message == "needs 1 GPU; 1.98 GPUs free but at most 0.99 on any device"

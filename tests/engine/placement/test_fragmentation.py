@@ -96,6 +96,17 @@ def test_a_fraction_still_prefers_an_already_shared_device() -> None:
     assert (res.pods[0].node, res.pods[0].devices[0].index) == ("b", 1)
 
 
+def test_a_pod_goes_where_the_cpu_it_takes_strands_no_gpu() -> None:
+    # The pool runs 1-GPU pods with 16 CPUs. A 1-GPU pod asking 24 CPUs would
+    # leave a with 1 GPU and 8 CPUs (no typical pod fits: its GPU is
+    # stranded), b with 1 GPU and 40 CPUs: it goes to b, though a comes first
+    # by name.
+    mix = ShapeMix.of([(PodShape(1000, 1, 16000), 10)])
+    cs = ClusterState(pool(), [Node("a", "p", 2, cpu_milli=32000),
+                               Node("b", "p", 2, cpu_milli=64000)], mix=mix)
+    assert cs.place(req(1000, 1, cpu=24000)).pods[0].node == "b"
+
+
 @st.composite
 def worlds(draw: st.DrawFn) -> tuple[list[Node], ShapeMix, list[PlacementRequest]]:
     nodes = [Node(f"n{i}", "p", draw(st.integers(1, 8)),

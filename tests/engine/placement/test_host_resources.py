@@ -175,3 +175,98 @@ def test_a_pod_without_gpus_goes_where_it_strands_the_fewest_gpus() -> None:
     assert not cs.fits(replace(cpu_only, pods=16, min_pods=16, owner=(6, 0, 0)))
     big = replace(cpu_only, cpu_milli=100_000, owner=(7, 0, 0))
     assert cs.place(big).failure is FailureKind.NO_NODE_FITS
+
+
+def test_a_pod_without_gpus_that_waits_says_how_many_fit() -> None:
+    cs = ClusterState(Pool("p"), [node("a", gpus=2, cpu=32)], hosts={9: (8000, 0)})
+    cs.occupy((9, 0, 0), (PodPlacement("a", ()),))
+    cpu_only = PlacementRequest(pods=4, min_pods=4, charge=0, cpu_milli=8000, owner=(5, 0, 0))
+    res = cs.place(cpu_only)
+    assert res.failure is FailureKind.HOST_RESOURCES
+    assert res.message == "needs 8 CPUs per pod; 3 pods fit now"
+
+
+def test_the_memory_message_of_one_node() -> None:
+    cs = ClusterState(Pool("p"), [node("a", gpus=2, mem=64 * GIB)], hosts={9: (0, 48 * GIB)})
+    cs.occupy((9, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000),)),))
+    res = cs.place(req(1, mem=32 * GIB))
+    assert res.failure is FailureKind.HOST_RESOURCES
+    assert res.message == ("needs 32 GiB of memory per pod; the 1 node with 1 GPU free has "
+                           "at most 16 GiB free")
+
+
+def test_shared_pods_on_a_node_with_cpu_limits_count_whole_pods_per_device() -> None:
+    """Two 0.75-GPU pods and a node whose devices have 0.5 and 1 GPU free:
+    only one pod fits (a pod takes part of one device), CPU to spare."""
+    cs = ClusterState(Pool("p"), [node("a", gpus=2, cpu=8)])
+    cs.occupy((9, 0, 0), (PodPlacement("a", (DeviceShare(0, 500),)),))
+    res = cs.place(req(0.75, pods=2, cpu=1))
+    assert res.failure is FailureKind.FRAGMENTED
+    assert res.message == ("needs 2 × 0.75 GPU; 1.5 GPUs free but at most 1 on any device; "
+                           "1 of 2 pods fit")
+
+
+def test_a_fit_probe_counts_whole_devices_on_a_cpu_limited_node() -> None:
+    """A 4-GPU pod on a node with 1 free GPU and CPU to spare: taking out
+    two 1-GPU owners frees 3 GPUs, not enough; the 5-GPU one makes room."""
+    cs = ClusterState(Pool("p"), [node("a", gpus=8, cpu=64)],
+                      hosts={1: (1000, 0), 2: (1000, 0), 3: (1000, 0)})
+    cs.occupy((1, 0, 0), (PodPlacement("a", tuple(DeviceShare(i, 1000) for i in range(5))),))
+    cs.occupy((2, 0, 0), (PodPlacement("a", (DeviceShare(5, 1000),)),))
+    cs.occupy((3, 0, 0), (PodPlacement("a", (DeviceShare(6, 1000),)),))
+    probe = cs.probe(req(4, cpu=1, owner=(9, 0, 0)))
+    assert not probe.fits()
+    probe.take_out((2, 0, 0))
+    assert not probe.fits()  # 2 GPUs free
+    probe.take_out((3, 0, 0))
+    assert not probe.fits()  # 3 GPUs free
+    probe.put_back((3, 0, 0))
+    probe.take_out((1, 0, 0))
+    assert probe.fits()  # 7 GPUs free
+
+
+def test_a_fit_probe_counts_only_the_nodes_its_request_may_use() -> None:
+    """Freeing a t4 node does not make room for a pod that asks for a v100,
+    nor freeing a node outside its node selector."""
+    cs = ClusterState(Pool("p"), [node("a", gpus=4, gpu_type="t4", labels={"rack": "r1"}),
+                                  node("b", gpus=4, gpu_type="v100", labels={"rack": "r1"}),
+                                  node("c", gpus=4, gpu_type="v100", labels={"rack": "r2"})])
+    for k, name in enumerate("abc", 1):
+        cs.occupy((k, 0, 0), (PodPlacement(name, tuple(DeviceShare(i, 1000) for i in range(4))),))
+    typed = cs.probe(req(4, types=("v100",), owner=(9, 0, 0)))
+    typed.take_out((1, 0, 0))
+    assert not typed.fits()
+    typed.take_out((2, 0, 0))
+    assert typed.fits()
+    selected = cs.probe(replace(req(4, owner=(9, 0, 0)), node_selector={"rack": "r2"}))
+    selected.take_out((2, 0, 0))
+    assert not selected.fits()
+    selected.take_out((3, 0, 0))
+    assert selected.fits()
+
+
+def test_a_fit_probe_gives_back_the_room_of_an_owner_put_back() -> None:
+    """The smallest share sized by memory (1 milli-GPU): a device freed and
+    then used again holds none of it."""
+    cs = ClusterState(Pool("p"), [node("a", gpus=1)])
+    cs.occupy((1, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000),)),))
+    probe = cs.probe(PlacementRequest(pods=1, min_pods=1, charge=1, owner=(9, 0, 0)))
+    assert not probe.fits()
+    probe.take_out((1, 0, 0))
+    assert probe.fits()
+    probe.put_back((1, 0, 0))
+    assert not probe.fits()
+
+
+def test_exiting_cpu_still_counts_as_leaving_after_a_probe() -> None:
+    """A probe looks at the pool with exiting victims gone and then puts
+    everything back: the victim's CPU is still exiting afterwards, so a pod
+    may still be placed on it with ``allow_exiting``."""
+    cs = ClusterState(Pool("p"), [node("a", gpus=8, cpu=16)], hosts={1: (12000, 0)})
+    cs.occupy((1, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000),)),))
+    cs.mark_exiting((1, 0, 0))
+    wanted = req(1, cpu=8, owner=(3, 0, 0))
+    assert cs.probe(wanted).fits()
+    assert not cs.fits(wanted)
+    assert cs.fits(wanted, allow_exiting=True)
+    assert cs.probe(wanted).fits()

@@ -35,6 +35,7 @@ def test_existing_work_on_unschedulable_nodes_is_kept() -> None:
         cs.occupy((3, 0, 0), whole("b", 0))
     res = cs.place(req(1))
     assert res.failure is FailureKind.WAITING_FOR_CAPACITY
+    assert res.fitting_pods == 0 and res.free_milli == 0
 
 
 def test_cordoned_counts_for_can_ever_but_down_does_not() -> None:
@@ -54,3 +55,7 @@ def test_bad_input_is_a_value_error() -> None:
         cs.occupy((1, 0, 0), whole("a", 5))
     with pytest.raises(ValueError, match="min_pods"):
         cs.place(req(1, pods=2, min_pods=3))
+    with pytest.raises(ValueError, match="node 'a' given twice"):
+        state(nodes(("a", 2), ("a", 4)))
+    with pytest.raises(ValueError, match="node 'a' is in pool 'q', not 'p'"):
+        state(nodes(("a", 2), pool="q"))

@@ -108,3 +108,27 @@ def test_typical_pods_steer_where_a_share_goes(api: Api) -> None:
         where = {p["node"] for p in api.workload(big["id"])["placement"]}
         half_at = {p["node"] for p in api.workload(half["id"])["placement"]}
         assert (half_at == where) is expect_beside, (typical, where, half_at)
+
+
+def test_an_exiting_victim_keeps_its_cpu_through_the_grace(api: Api) -> None:
+    # Through the service (snapshot from the store): the preempted victim is no
+    # longer live, so its pods' CPU must come from its stored spec.
+    api.ok("POST", "/v1/pools", json={"name": "main", "preemption_grace": 600})
+    agent = api.token("agent-main", "agent", pool="main")
+    api.ok("POST", "/v1/agent/heartbeat", agent, json={"nodes": [
+        {"name": "n1", "gpus": 2, "cpu": 24}]})
+    api.ok("POST", "/v1/teams", json={"slug": "t"})
+    victim = api.submit(team="t", gpus=1, cpu=20, priority=10)["id"]
+    api.cycle()
+    api.ok("POST", "/v1/agent/reports", agent, json={
+        "workload_id": victim, "attempt": 1, "run_id": f"w{victim}-a1", "status": "running"})
+    first = api.submit(team="t", gpus=1, cpu=20, priority=60)["id"]
+    api.cycle()
+    assert api.workload(victim)["status"] == "Preempted"
+    api.ok("POST", f"/v1/workloads/{first}/cancel", json={})
+    x = api.submit(team="t", gpus=1, cpu=20, priority=5)["id"]
+    api.cycle()
+    api.cycle()
+    w = api.workload(x)
+    assert w["status"] == "Queued", w  # 20 + 20 CPUs would not fit 24
+    assert f"preempted workload {victim}" in w["reason"]["message"], w["reason"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from apportion.domain.lifecycle import Status, transition
 from tests.engine.harness import World
 
 
@@ -56,3 +57,24 @@ def test_a_gang_that_needs_more_cpu_than_free_waits_for_it() -> None:
     w.settle()
     assert (w.status("gang"), w.code("gang")) == ("Queued", "HOST_RESOURCES")
     assert "only 3 pods fit" in w.w("gang").reason.message
+
+
+def test_an_exiting_victim_keeps_its_cpu_until_it_has_exited() -> None:
+    # A preempted victim's pods hold their devices, CPU and memory through the
+    # pool's grace (SPEC 5, 6.5). Its GPUs were held, its CPU was not: once no
+    # nominee's claim covered the node any more, a 20-CPU pod started beside the
+    # exiting 20-CPU victim on a 24-CPU node (found by mutation testing).
+    w = with_cpu(World().pool(nodes=1, gpus=2, preemption_grace=100).team("t"), 24)
+    w.submit("victim", "t", 1, cpu=20, priority=10, running=True)
+    w.submit("first", "t", 1, cpu=20, priority=60)
+    w.cycle()
+    assert w.status("victim") == "Preempted"
+    w.advance(10)
+    w.states[w.names["first"]] = transition(w.w("first"), Status.CANCELLED, w.now)
+    w.submit("x", "t", 1, cpu=20, priority=5)
+    w.settle()
+    assert (w.status("x"), w.code("x")) == ("Queued", "PREEMPTING"), w.w("x").reason
+    assert "preempted workload 1" in w.w("x").reason.message  # the victim's CPU it waits for
+    w.advance(100)  # the victim has exited: its CPU is free
+    w.settle()
+    assert w.status("x") == "Running"

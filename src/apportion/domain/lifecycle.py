@@ -141,7 +141,9 @@ class Exiting:
     ``part`` is 0 when the whole attempt was preempted; for the pods a shrink
     took (SPEC 6.5, shrink before kill) it is the lowest taken pod index + 1,
     unique within the attempt because a shrink always takes the highest pods
-    still running, so one attempt can have several exiting entries.
+    still running, so one attempt can have several exiting entries. The pods
+    keep their CPU and memory (``cpu_milli``, ``memory_mib`` per pod) as long
+    as their devices.
     """
 
     workload_id: int
@@ -151,6 +153,9 @@ class Exiting:
     placement: Placement
     exits_at: int
     part: int = 0
+    #: each pod's host request, held with its devices until it has exited
+    cpu_milli: int = 0
+    memory_mib: int = 0
 
 
 _FIELDS = tuple(f.name for f in fields(WorkloadState))

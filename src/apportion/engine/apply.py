@@ -148,7 +148,8 @@ def _preempt(w: WorkloadState, d: Decision, now: int, cause: str) -> Effect:
     record = Preemption(now, w.id, d.by or 0, placement_milli(w.placement), w.attempt, exits_at)
     leaving = None
     if exits_at > now and w.pool is not None:
-        leaving = Exiting(w.id, w.attempt, w.team, w.pool, w.placement, exits_at)
+        leaving = Exiting(w.id, w.attempt, w.team, w.pool, w.placement, exits_at,
+                          cpu_milli=w.spec.cpu_milli, memory_mib=w.spec.memory_mib)
     if w.spec.requeue_on_preemption:
         victim = requeue(victim, now, cause, "requeued after preemption")
     return Effect(victim, leaving, record)
@@ -164,5 +165,6 @@ def _shrink(w: WorkloadState, d: Decision, now: int, cause: str, exits_at: int) 
     record = Preemption(now, w.id, d.by or 0, placement_milli(taken), w.attempt, exits_at, d.pods)
     leaving = None
     if exits_at > now and w.pool is not None:
-        leaving = Exiting(w.id, w.attempt, w.team, w.pool, taken, exits_at, part=min(d.pods) + 1)
+        leaving = Exiting(w.id, w.attempt, w.team, w.pool, taken, exits_at, part=min(d.pods) + 1,
+                          cpu_milli=w.spec.cpu_milli, memory_mib=w.spec.memory_mib)
     return Effect(shrunk, leaving, record)

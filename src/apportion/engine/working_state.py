@@ -105,6 +105,10 @@ class WorkingState(WorkingDemand):
         if ps is None:
             return
         if sign > 0:
+            if (ex.cpu_milli or ex.memory_mib) and ex.workload_id not in self.hosts:
+                # a victim no longer in the snapshot (Preempted): its pods keep
+                # their CPU and memory until they have exited
+                self.hosts[ex.workload_id] = (ex.cpu_milli, ex.memory_mib)
             ps.cluster.occupy_exiting(exit_owner(ex), ex.placement)
         else:
             ps.cluster.vacate(exit_owner(ex))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session
 
-from apportion.domain.lifecycle import WorkloadState
+from apportion.domain.lifecycle import Exiting, WorkloadState
 from apportion.engine.snapshot import Snapshot
 from apportion.service import devices
 from apportion.service.devices import IDENTITY, DeviceMap
@@ -61,6 +61,27 @@ class StateCache:
         return out
 
 
+def _with_hosts(session: Session, org_id: int, exiting: tuple[Exiting, ...],
+                active: dict[int, WorkloadState]) -> tuple[Exiting, ...]:
+    """Each exiting entry with its pods' CPU and memory (they are held until the
+    pods have exited, SPEC 5): from the workload's spec, a requeued one's live
+    state or, for a victim that ended Preempted, its stored spec."""
+    stored = wl_repo.specs_of(session, org_id, [e.workload_id for e in exiting
+                                                if e.workload_id not in active])
+    out = []
+    for e in exiting:
+        live = active.get(e.workload_id)
+        if live is not None:
+            cpu, mem = live.spec.cpu_milli, live.spec.memory_mib
+        elif e.workload_id in stored:
+            spec = codec.spec_from_dict(stored[e.workload_id])
+            cpu, mem = spec.cpu_milli, spec.memory_mib
+        else:
+            cpu, mem = 0, 0
+        out.append(replace(e, cpu_milli=cpu, memory_mib=mem) if cpu or mem else e)
+    return tuple(out)
+
+
 def load_snapshot(
     session: Session, org_id: int, now: float, cache: StateCache | None = None
 ) -> Loaded:
@@ -71,10 +92,10 @@ def load_snapshot(
     pools = {p.name: codec.pool_from_row(p) for p in repo.list_pools(session, org_id)}
     node_rows = repo.list_nodes(session, org_id)
     active = (cache or StateCache()).active(session, org_id)
-    exiting = tuple(
+    exiting = _with_hosts(session, org_id, tuple(
         codec.exiting_from_row(e) for e in wl_repo.list_exiting(session, org_id)
         if e.exits_at > now
-    )
+    ), {state.id: state for state, _at in active})
     devmap = devices.build(node_rows, (s for s, _at in active), exiting)
     nodes = tuple(devices.engine_node(codec.node_from_row(n), devmap) for n in node_rows)
     states = tuple(devmap.state(state, physical=False) for state, _at in active)

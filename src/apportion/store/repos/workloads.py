@@ -233,6 +233,15 @@ def list_exiting(session: Session, org_id: int) -> list[ExitingRow]:
     return list(session.scalars(q))
 
 
+def specs_of(session: Session, org_id: int, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """The stored specs of workloads ``ids`` (those that exist), by id."""
+    if not ids:
+        return {}
+    q = select(WorkloadRow.id, WorkloadRow.spec).where(
+        WorkloadRow.org_id == org_id, WorkloadRow.id.in_(sorted(set(ids))))
+    return {int(wid): dict(spec) for wid, spec in session.execute(q)}
+
+
 def end_exiting(session: Session, org_id: int, workload_id: int, attempt: int) -> int:
     """Forget the exiting devices of one attempt (its agent saw it exit); returns
     how many entries there were."""

@@ -184,6 +184,8 @@ def test_a_pod_without_gpus_that_waits_says_how_many_fit() -> None:
     res = cs.place(cpu_only)
     assert res.failure is FailureKind.HOST_RESOURCES
     assert res.message == "needs 8 CPUs per pod; 3 pods fit now"
+    cs.occupy((9, 0, 1), (PodPlacement("a", ()),) * 2)  # two more 8-CPU pods
+    assert cs.place(cpu_only).message == "needs 8 CPUs per pod; 1 pod fit now"
 
 
 def test_the_memory_message_of_one_node() -> None:

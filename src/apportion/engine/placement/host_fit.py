@@ -18,6 +18,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from typing import cast
 
+from apportion.domain.quantities import count_of
 from apportion.engine.placement.device_book import Constraints, DeviceBook, FilterKey
 from apportion.engine.placement.feasibility import (
     cpu_text,
@@ -168,7 +169,8 @@ def host_result(
     if is_host_only(req):
         return PlacementResult(
             failure=FailureKind.HOST_RESOURCES,
-            message=f"needs {host_text(req).removeprefix(' with ')}; {fitting} pods fit now",
+            message=(f"needs {host_text(req).removeprefix(' with ')}; "
+                     f"{count_of(fitting, 'pod')} fit now"),
             fitting_pods=fitting, free_milli=scope.free_total)
     if not binds(book, req):
         return None

@@ -3,13 +3,28 @@ against its typical pod shapes grows least; properties over random pools."""
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apportion.domain.cluster import Node, Packing, Pool
 from apportion.domain.workload import DeviceShare, PodPlacement
-from apportion.engine.placement import ClusterState, PlacementRequest, PodShape, ShapeMix
-from apportion.engine.placement.fragmentation import score_thresholds, typical
+from apportion.engine.placement import (
+    ClusterState,
+    PlacementRequest,
+    PodShape,
+    ShapeMix,
+    fragmentation,
+)
+from apportion.engine.placement.fragmentation import (
+    LOG_PER_STATE,
+    LOG_SLACK,
+    Fragmentation,
+    score_thresholds,
+    typical,
+)
+from apportion.engine.placement.scope_index import ScopeIndex
 
 
 def req(milli: int, whole: int = 0, cpu: int = 0, mem: int = 0, owner: int = 1,
@@ -188,3 +203,60 @@ def test_best_fit_with_host_resources_never_overfills(
     nodes, mix, reqs = world
     assert replay(nodes, mix, reqs, Packing.BEST_FIT) == replay(nodes, mix, reqs,
                                                                  Packing.BEST_FIT)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(worlds(), st.lists(st.integers(0, 3), min_size=25, max_size=25), st.booleans())
+def test_bucketed_picks_equal_a_scan_of_every_state(
+    world: tuple[list[Node], ShapeMix, list[PlacementRequest]], moves: list[int],
+    trim: bool,
+) -> None:
+    """Every pick from the score buckets is the one scoring every state of the
+    scope gives, while nodes leave states and come back (vacate, rollback),
+    the mix changes and (``trim``) the log of appearances is cut at once."""
+    nodes, mix, reqs = world
+    cs = ClusterState(pool(), nodes, mix=mix)
+    if cs._book.frag is None:  # a mix without GPU shapes: best fit
+        return
+    original = Fragmentation.pick
+    checked = [0]
+
+    def checked_pick(self: Fragmentation, scope: ScopeIndex, r: PlacementRequest
+                     ) -> tuple[int, list[tuple[int, int]]] | None:
+        expected = self.pick_by_scan(scope, r)
+        before = list(self.book.avail)
+        got = original(self, scope, r)
+        if expected is None:
+            assert got is None
+        else:
+            assert got is not None and got[0] == expected[0]
+            if r.whole_devices == 0 and r.charge > 0:
+                assert before[got[1][0][0]] == expected[1]
+        checked[0] += 1
+        return got
+
+    placed: list[tuple[int, int, int]] = []
+    ok = [0]
+    mixes = [mix, ShapeMix.of([(PodShape(250, 0, 1000), 20), (PodShape(1000, 2), 20),
+                               (PodShape(460, 0, 12000), 5)])]
+    log_slack = 0 if trim else LOG_SLACK
+    with (patch.object(Fragmentation, "pick", checked_pick),
+          patch.object(fragmentation, "LOG_PER_STATE", 0 if trim else LOG_PER_STATE),
+          patch.object(fragmentation, "LOG_SLACK", log_slack)):
+        for r, move in zip(reqs, moves, strict=False):
+            if move == 1 and placed:  # a pod leaves: its node goes back to an older state
+                cs.vacate(placed.pop(0))
+            token = cs.checkpoint() if move == 2 else None
+            if cs.place_and_occupy(r).ok:
+                placed.append(r.owner)
+                ok[0] += 1
+            if token is not None:  # try, then undo: the states come back
+                cs.rollback(token)
+                cs.commit_checkpoint(token)
+                if placed and placed[-1] == r.owner:
+                    placed.pop()
+            if move == 3:  # another mix: every state scores anew
+                mixes.reverse()
+                cs.set_mix(mixes[0])
+    assert checked[0] >= ok[0]  # every placed pod was picked (and checked)

@@ -258,9 +258,10 @@ class Fragmentation:
         states, frag_of, level, buckets = self.states, self.frag_of, ranking.level, ranking.buckets
         cpu, mem, whole, charge = req.cpu_milli, req.memory_mib, req.whole_devices, req.charge
         full_of = self.full_of
-        # most entries are states learnt before: set aside in C, not one by one
-        for sid in set(sids).difference(level):
-            if sid not in groups:
+        # most entries are states the scope's nodes have left again: set
+        # aside in C (a dict view & a list looks each entry up in the dict)
+        for sid in groups.keys() & sids:
+            if sid in level:
                 continue
             if sid in cache:
                 option = cache[sid]

@@ -111,6 +111,32 @@ def test_a_fraction_still_prefers_an_already_shared_device() -> None:
     assert (res.pods[0].node, res.pods[0].devices[0].index) == ("b", 1)
 
 
+def gap_scene(mix: ShapeMix) -> str:
+    """Where a quarter GPU goes when two t4 nodes score the same: a (empty)
+    and b (a device with 500 free, the pool's only gap). On a it would leave
+    a new gap of 750, on b it fills the 500 gap and leaves a 250 one: the
+    Sum-of-Squares gap rule takes b (change 1 - 1 = 0 against 1), the name a."""
+    cs = ClusterState(pool(), [Node("a", "p", 1, gpu_type="t4"),
+                               Node("b", "p", 1, gpu_type="t4")], mix=mix)
+    cs.occupy((9, 0, 0), (PodPlacement("b", (DeviceShare(0, 500),)),))
+    res = cs.place(req(250))
+    assert res.ok
+    return res.pods[0].node
+
+
+def test_the_gap_rule_breaks_share_ties_while_whole_gpus_dominate_the_mix() -> None:
+    # The whole-GPU shape asks for an h100, so on these t4 nodes all free GPU is
+    # its fragment: both candidates lower F by the same 10 x 250 and tie.
+    whole_heavy = ShapeMix.of([(PodShape(250), 4), (PodShape(1000, 1, gpu_types=("h100",)), 10)])
+    assert gap_scene(whole_heavy) == "b"  # 10,000 whole milli >= 1,000 shared: gap rule
+    # Shares only (as in the FGD artifact's gpushare100): the gap rule left
+    # 16.1 % of the GPUs unallocated there against 13.4 % by name, so by name.
+    assert gap_scene(ShapeMix.of([(PodShape(250), 4)])) == "a"
+    # Shares asking more milli than whole-GPU pods (gpushare60): by name too.
+    share_heavy = ShapeMix.of([(PodShape(250), 44), (PodShape(1000, 1, gpu_types=("h100",)), 10)])
+    assert gap_scene(share_heavy) == "a"
+
+
 @st.composite
 def worlds(draw: st.DrawFn) -> tuple[list[Node], ShapeMix, list[PlacementRequest]]:
     nodes = [Node(f"n{i}", "p", draw(st.integers(1, 8)),

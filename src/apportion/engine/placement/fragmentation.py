@@ -11,13 +11,14 @@ cannot use there —
   devices with less than c free; for whole GPUs: the devices not fully free).
 
 A node's fragmentation is the sum over the pool's shape mix, each shape
-weighted by its count. A pod goes where the pool's fragmentation grows least:
-the node and device with the smallest exact increase ΔF (an integer; FGD
-rounds a sigmoid of it to whole points, which makes small differences ties).
-Ties break by best fit (least free left on the device, or fewest fully free
-devices left on the node), then node name and device index, so placement is
-deterministic. A share never opens a fully free device while a shared device of
-the same node fits it.
+weighted by its count. A pod goes where the pool's fragmentation grows least,
+scored as FGD does: a logistic step of ΔF (an integer; 50 steps), so small
+differences are ties. On a node a share takes the device with the least ΔF,
+then best fit. Ties between nodes: for a share, while the mix's whole-GPU pods
+ask at least as many milli-GPU as its shares, the Sum-of-Squares gap rule
+(:meth:`Fragmentation._gap_change`); then node name and device index, so
+placement is deterministic. A share never opens a fully free device while a
+shared device of the same node fits it.
 
 Nodes in the same state (GPU type, free milli per device, free CPU and
 memory) score the same, so each scope keeps its nodes grouped by state and a
@@ -96,6 +97,12 @@ class Fragmentation:
         #: GPU is a fragment, so each milli placed lowers F by this much
         self.no_gpu_weight = sum(c for s, c in shapes if not s.uses_gpus)
         self.thresholds = score_thresholds(gpu_weight + self.no_gpu_weight)
+        #: ties among shares go by the Sum-of-Squares gap rule only while the
+        #: mix's whole-GPU pods ask at least as many milli-GPU as its shares
+        #: (see :meth:`_gap_change`); otherwise by node name, as FGD's do
+        share_milli = sum(c * charge for c, charge, whole, *_ in self.shapes if not whole)
+        whole_milli = sum(c * whole * FULL for c, _, whole, *_ in self.shapes if whole)
+        self.gap_rule = share_milli <= whole_milli
         #: the shapes' distinct CPU and memory requests: a node's free CPU and
         #: memory matter to F only through how many of them they reach
         self._cpu_levels = sorted({s_cpu for _, _, _, s_cpu, _, _ in self.shapes})
@@ -215,7 +222,7 @@ class Fragmentation:
             self._learn(ranking, groups, log[start:], key, req)
             ranking.cursor = scope_groups.logged
         scope_groups.trim()
-        share = req.whole_devices == 0 and req.charge > 0
+        share = req.whole_devices == 0 and req.charge > 0 and self.gap_rule
         states = self.states
         buckets = ranking.buckets
         for level in range(len(buckets) - 1, -1, -1):
@@ -289,7 +296,7 @@ class Fragmentation:
         buckets against; no counters, no caches)."""
         self.sync()
         groups = self._groups(scope).by_state
-        share = req.whole_devices == 0 and req.charge > 0
+        share = req.whole_devices == 0 and req.charge > 0 and self.gap_rule
         best: tuple[int, int, int] | None = None
         best_option: Option | None = None
         for sid, ranks in groups.items():
@@ -308,7 +315,10 @@ class Fragmentation:
         """Among equally scored nodes (see the module doc): the change in
         Σ N(g)² of the type's gap counts when a share of ``charge`` goes on a
         device with ``before`` free (Sum-of-Squares): the gap it leaves
-        becomes more common, the one it fills rarer."""
+        becomes more common, the one it fills rarer. Used while whole-GPU
+        pods dominate the mix (:attr:`gap_rule`): where shares ask more
+        milli-GPU than whole-GPU pods, the rule left more GPUs unallocated
+        than ties by name on the FGD benchmark (docs/placement.md)."""
         gaps = self.gaps.get(gpu_type, {})
         after = before - charge
         grow = 2 * gaps.get(after, 0) + 1 if after > 0 else 0

@@ -59,7 +59,10 @@ def with_host(reqs: list[PlacementRequest], seed: int) -> list[PlacementRequest]
 
 def run_apportion(nodes: list[Node], reqs: list[PlacementRequest],
                   packing: Packing = Packing.BEST_FIT,
-                  mix: ShapeMix | None = None) -> tuple[float, int, dict]:
+                  mix: ShapeMix | None = None,
+                  decisions: list[str] | None = None) -> tuple[float, int, dict]:
+    """Place and occupy every request; with ``decisions``, append each one's
+    placement as a line (node and device:milli, or the failure kind)."""
     cs = ClusterState(Pool("p", packing=packing), nodes, mix=mix)
     owned = [replace(r, owner=(i, 0, 0)) for i, r in enumerate(reqs)]
     placed = 0
@@ -68,6 +71,10 @@ def run_apportion(nodes: list[Node], reqs: list[PlacementRequest],
         res = cs.place_and_occupy(r)
         if res.ok:
             placed += 1
+        if decisions is not None:
+            decisions.append(" ".join(
+                f"{p.node}:" + ",".join(f"{d.index}/{d.milli}" for d in p.devices)
+                for p in res.pods) if res.ok else f"- {res.failure}")
     counters = cs.counters.as_dict()
     frag = cs._book.frag
     if frag is not None:
@@ -124,6 +131,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=5_000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--dump", type=argparse.FileType("w"),
+                        help="write every decision of the two host runs here (one line a "
+                             "request: packing, index, placement), to check that a change "
+                             "keeps them; timings then include the recording")
     args = parser.parse_args()
     nodes = [Node(f"node{i:05d}", "p", 8) for i in range(args.nodes)]
     reqs = make_requests(args.requests, args.seed)
@@ -133,9 +144,16 @@ def main() -> None:
     host_reqs = with_host(reqs, args.seed)
     mix = ShapeMix.of(PodShape(r.charge, r.whole_devices, r.cpu_milli, r.memory_mib)
                       for r in host_reqs)
-    t_bf, placed_bf, _ = run_apportion(host_nodes, host_reqs)
+    bf_log: list[str] | None = [] if args.dump else None
+    fr_log: list[str] | None = [] if args.dump else None
+    t_bf, placed_bf, _ = run_apportion(host_nodes, host_reqs, decisions=bf_log)
     t_fr, placed_fr, frag_counters = run_apportion(host_nodes, host_reqs,
-                                                   Packing.FRAGMENTATION, mix)
+                                                   Packing.FRAGMENTATION, mix, fr_log)
+    if args.dump:
+        for name, log in (("best_fit", bf_log), ("fragmentation", fr_log)):
+            for i, line in enumerate(log or ()):
+                args.dump.write(f"{name} {i} {line}\n")
+        args.dump.close()
     result = {
         "requests": len(reqs),
         "placed_apportion": placed_app,

@@ -9,6 +9,8 @@ from apportion.domain.workload import make_spec
 from apportion.store import codec
 from apportion.store.db import Database, normalize_url
 from apportion.store.models import Base
+from tests.pgfixture import PgServer
+from tests.timing import wait_until
 
 
 def test_migrate_creates_every_table_and_is_idempotent(backend_url: str) -> None:
@@ -155,3 +157,34 @@ def test_0004_to_0006_give_existing_rows_their_defaults(backend_url: str) -> Non
             assert conn.execute(text("SELECT typical_pods FROM pools")).scalar_one() is None
     finally:
         db.dispose()
+
+
+def test_a_session_frozen_inside_a_transaction_is_ended_by_postgresql(
+        pg_server: PgServer) -> None:
+    """A process frozen inside a transaction (SIGSTOP, a VM pause) held its row
+    locks until it woke, and the other servers' scheduler and writes waited for
+    it (tests/chaos/test_split_brain.py). PostgreSQL ends such a session after
+    ``pg_idle_timeout`` and its locks go with it."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    url = pg_server.create_database()
+    db = Database(url, pg_idle_timeout=0.5)
+    watcher = Database(url, pg_idle_timeout=0)
+    try:
+        db.migrate()
+        with pytest.raises(DBAPIError, match="idle-in-transaction"), db.write() as s:
+            pid = s.execute(text("SELECT pg_backend_pid()")).scalar_one()
+            s.execute(text("SELECT 1 FROM organizations FOR UPDATE"))
+
+            def gone() -> bool:
+                with watcher.read() as w:
+                    return not w.execute(text(
+                        "SELECT 1 FROM pg_stat_activity WHERE pid = :p"), {"p": pid}).first()
+
+            wait_until(gone, timeout=30, what="PostgreSQL to end the idle transaction")
+            s.execute(text("SELECT 1"))  # the session is gone: this fails
+    finally:
+        db.dispose()
+        watcher.dispose()
+        pg_server.drop_database(url)

@@ -21,7 +21,8 @@ class ControlPlane:
         self.settings = settings
         #: the clock of the scheduler loop, the silence sweep, heartbeats and the rate limiter
         self.clock = clock
-        self.db = Database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
+        self.db = Database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous,
+                           pg_idle_timeout=settings.pg_idle_timeout)
         self.metrics = Metrics(self.db)
         self.tokens = TokenVerifier(self.db)
         holder = settings.holder or default_holder(settings.database_url)

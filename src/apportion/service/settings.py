@@ -33,6 +33,12 @@ class Settings:
     #: seconds without a heartbeat before an agent's nodes become ``unknown``
     agent_timeout: float = 60.0
     lease_ttl: float = 15.0
+    #: PostgreSQL only: seconds a session may sit idle inside a transaction before
+    #: the server ends it (a frozen process then releases its locks); 0 = never.
+    #: Above the longest pause between two statements of one transaction (the
+    #: scheduler's locked retry computes a cycle inside one: seconds at 25,000
+    #: workloads)
+    pg_idle_timeout: float = 60.0
     #: per-token requests per second (0 = unlimited) and burst size
     rate_limit: float = 200.0
     rate_burst: float = 400.0
@@ -59,6 +65,7 @@ class Settings:
             "cycle_min_gap": _float("APPORTION_CYCLE_MIN_GAP", 0.05),
             "agent_timeout": _float("APPORTION_AGENT_TIMEOUT", 60.0),
             "lease_ttl": _float("APPORTION_LEASE_TTL", 15.0),
+            "pg_idle_timeout": _float("APPORTION_PG_IDLE_TIMEOUT", 60.0),
             "rate_limit": _float("APPORTION_RATE_LIMIT", 200.0),
             "rate_burst": _float("APPORTION_RATE_BURST", 400.0),
             "run_scheduler": env.get("APPORTION_SCHEDULER", "1") not in ("0", "false", "no"),

@@ -6,7 +6,12 @@
   ``BEGIN IMMEDIATE`` so two writers never deadlock on a lock upgrade, and a
   process-wide lock keeps this process's writers from busy-waiting on each other.
 - PostgreSQL (psycopg 3) uses READ COMMITTED; conflicts are resolved by
-  conditional updates (versions) and row locks (the scheduler lease).
+  conditional updates (versions) and row locks (the scheduler lease). Every
+  session has ``idle_in_transaction_session_timeout`` (``pg_idle_timeout``):
+  a process frozen inside a transaction (a SIGSTOP, a VM pause, a debugger)
+  held its row locks — the lease's, the organization's — until it woke, and
+  every other process's scheduler and writes waited for it; PostgreSQL now
+  ends such a session and its locks go with it (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -63,8 +68,8 @@ def _sqlite_engine(url: str, begin: str, synchronous: str = "NORMAL") -> Engine:
 class Database:
     """Engines and transaction scopes for one database URL."""
 
-    def __init__(self, url: str, *, pool_size: int = 10, sqlite_synchronous: str = "NORMAL"
-                 ) -> None:
+    def __init__(self, url: str, *, pool_size: int = 10, sqlite_synchronous: str = "NORMAL",
+                 pg_idle_timeout: float = 60.0) -> None:
         if sqlite_synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"sqlite synchronous must be NORMAL, FULL or EXTRA, not "
                              f"{sqlite_synchronous!r}")
@@ -79,8 +84,10 @@ class Database:
             self.engine = _sqlite_engine(self.url, "BEGIN IMMEDIATE", sync)
             self.read_engine = _sqlite_engine(self.url, "BEGIN", sync)
         else:
+            idle_ms = max(0, round(pg_idle_timeout * 1000))
             self.engine = create_engine(
-                self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+                self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
+                connect_args={"options": f"-c idle_in_transaction_session_timeout={idle_ms}"},
             )
             self.read_engine = self.engine
         self._writes = sessionmaker(self.engine, expire_on_commit=False)

@@ -18,8 +18,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -34,13 +34,6 @@ from apportion.service.metrics import Metrics
 from apportion.service.snapshots import Loaded, StateCache, load_snapshot
 from apportion.store import codec
 from apportion.store.db import Database
-from apportion.store.models import (
-    CycleRow,
-    ExitingRow,
-    LeaseRow,
-    OrgRow,
-    WorkloadRow,
-)
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
 from apportion.store.repos import workloads as wl_repo
@@ -108,21 +101,19 @@ class Scheduler:
             with self.db.write() as session:
                 row = sec_repo.lock_lease(session, LEASE)
                 if row is None:
-                    session.add(LeaseRow(name=LEASE, holder=self.holder, token=1,
-                                         expires_at=now + self.lease_ttl))
+                    sec_repo.add_lease(session, LEASE, holder=self.holder, token=1,
+                                       expires_at=now + self.lease_ttl)
                     self.token = 1
                     self._is_fresh = False
                     return True
                 if row.holder == self.holder and row.token == self.token:
-                    row.expires_at = now + self.lease_ttl
+                    sec_repo.renew_lease(row, now + self.lease_ttl)
                     return True
                 # Expired; or this process was restarted (same holder identity, never
                 # held the lease yet): take it at once with a new token, so whatever a
                 # previous incarnation still tries to commit is refused by the fence.
                 if row.expires_at <= now or (row.holder == self.holder and self._is_fresh):
-                    row.holder, row.token = self.holder, row.token + 1
-                    row.expires_at = now + self.lease_ttl
-                    self.token = row.token
+                    self.token = sec_repo.take_lease(row, self.holder, now + self.lease_ttl)
                     self._is_fresh = False
                     log.info("scheduler %s took the lease (fencing token %d)",
                              self.holder, self.token)
@@ -137,7 +128,7 @@ class Scheduler:
         with self.db.write() as session:
             row = sec_repo.lock_lease(session, LEASE)
             if row is not None and row.holder == self.holder and row.token == self.token:
-                row.expires_at = 0.0
+                sec_repo.renew_lease(row, 0.0)
         self.token = None
 
     def _check_fence(self, session: Session) -> int:
@@ -169,7 +160,7 @@ class Scheduler:
                 continue
         started = time.perf_counter()
         with self.db.write() as session:
-            session.execute(select(OrgRow.id).where(OrgRow.id == org_id).with_for_update())
+            repo.lock_org(session, org_id)
             loaded = load_snapshot(session, org_id, self.clock(), self.cache)
             plan = _run(loaded)
             outcome = self._commit(session, org_id, loaded, plan, started, _apply(loaded, plan))
@@ -203,9 +194,9 @@ class Scheduler:
         if not repo.advance_if_current(session, org_id, snap.version, plan.cycle_id, now):
             raise StaleSnapshot(f"org {org_id} changed since version {snap.version}")
         self._write_states(session, org_id, states, applied, plan, loaded, now)
-        session.add(CycleRow(org_id=org_id, id=plan.cycle_id, holder=self.holder,
-                             fencing_token=token, snapshot_version=snap.version, at=now,
-                             duration_ms=duration * 1000, decisions=len(plan.decisions)))
+        sec_repo.add_cycle(session, org_id, plan.cycle_id, holder=self.holder,
+                           fencing_token=token, snapshot_version=snap.version, at=now,
+                           duration_ms=duration * 1000, decisions=len(plan.decisions))
         sec_repo.replace_entitlements(session, org_id, plan.entitlements)
         self._committing = (org_id, shares)
         return CycleOutcome(True, len(applied.changed), len(plan.decisions), duration)
@@ -222,7 +213,7 @@ class Scheduler:
             new, before, row = applied.states[wid], old[wid], rows[wid]
             fresh = new.events[len(before.events):]
             new = phys.state(new, physical=True, known_attempts=len(before.attempts))
-            codec.state_to_row(new, row, now)
+            wl_repo.save_state(row, new, now)
             held = len(new.placement) if new.status in (Status.STARTING, Status.RUNNING) else 0
             events += lifecycle_rows(org_id, wid, row.team, fresh, now, row.name,
                                      pool=new.pool, pods_running=held)
@@ -240,23 +231,24 @@ class Scheduler:
                 if self.metrics is not None:
                     self.metrics.admission.labels(loaded.org_slug, row.team).observe(
                         max(0.0, now - loaded.submitted_at.get(wid, now)))
-        self._write_preemptions(session, org_id, old, applied, plan, loaded, rows, now)
+        for wid, entry in self._write_preemptions(session, org_id, old, applied, plan, loaded,
+                                                  now):
+            wl_repo.add_preemption(rows[wid], entry)
         write_events(session, events)
         wl_repo.clear_exiting(session, org_id)
-        for e in (phys.exiting(x, physical=True) for x in applied.exiting):
-            session.add(ExitingRow(org_id=org_id, workload_id=e.workload_id, attempt=e.attempt,
-                                   team=e.team, pool=e.pool,
-                                   placement=codec.placement_to_json(e.placement),
-                                   exits_at=float(e.exits_at), part=e.part))
+        for e in applied.exiting:
+            wl_repo.add_exiting(session, org_id, phys.exiting(e, physical=True))
 
     def _write_preemptions(
         self, session: Session, org_id: int, old: dict[int, WorkloadState], applied: Applied,
-        plan: Plan, loaded: Loaded, rows: dict[int, WorkloadRow], now: float,
-    ) -> None:
+        plan: Plan, loaded: Loaded, now: float,
+    ) -> list[tuple[int, dict[str, Any]]]:
         """Per preemption: the agent's instruction (``stop`` the run, or ``shrink``
-        it: stop only the taken pods), the victim's preemption history and the
-        metric (a shrink counts as a preemption of the victim's team)."""
+        it: stop only the taken pods) and the metric (a shrink counts as a
+        preemption of the victim's team); returns the entries of the victims'
+        preemption histories, (victim id, entry) in order."""
         phys = loaded.devices
+        entries: list[tuple[int, dict[str, Any]]] = []
         for p in applied.preemptions:
             victim = phys.state(old[p.victim], physical=True,
                                 known_attempts=len(old[p.victim].attempts))
@@ -269,12 +261,12 @@ class Scheduler:
                 placement=codec.placement_to_json(placement), reason="preempted",
                 grace_seconds=max(0, p.exits_at - plan.now), pods=sorted(p.pods),
                 created_at=now)
-            row = rows[p.victim]
-            row.preemptions = [*(row.preemptions or []), {
+            entries.append((p.victim, {
                 "at": float(p.at), "attempt": p.attempt, "by": p.by or None,
-                "pods": sorted(p.pods), "gpus_milli": p.milli}]
+                "pods": sorted(p.pods), "gpus_milli": p.milli}))
             if self.metrics is not None:
                 self.metrics.preemptions.labels(loaded.org_slug, victim.team).inc()
+        return entries
 
 
 def _apply(loaded: Loaded, plan: Plan) -> Applied:

@@ -24,6 +24,13 @@ _PARENTS = select(_teams.c.slug, _teams.c.parent).where(_teams.c.org_id == bindp
 _TEAMS_VERSION = select(_orgs.c.teams_version).where(_orgs.c.id == bindparam("oid"))
 
 
+def lock_org(session: Session, org_id: int) -> None:
+    """Lock the organization's row until the end of the transaction (PostgreSQL;
+    SQLite's write transactions are exclusive already): no other plan commits
+    for it meanwhile."""
+    session.execute(select(OrgRow.id).where(OrgRow.id == org_id).with_for_update())
+
+
 def get_org(session: Session, org_id: int) -> OrgRow:
     row = session.get(OrgRow, org_id)
     if row is None:

@@ -20,10 +20,10 @@ from apportion.service.context import Ctx
 from apportion.service.errors import PermissionDenied
 from apportion.service.events import add_event, add_lifecycle_events
 from apportion.service.pools import pool_from_body
+from apportion.service.records import WorkloadRecord
 from apportion.service.views import decision_view
 from apportion.service.workloads import run_id
 from apportion.store import codec
-from apportion.store.models import NodeRow, WorkloadRow
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo
 
@@ -77,9 +77,8 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
         if row is not None and row.pool != pool_name:
             raise ValidationError("nodes", f"node {node.name!r} belongs to pool {row.pool!r}")
         if row is None:
-            row = NodeRow(org_id=ctx.org_id, pool=pool_name, name=node.name, gpus=node.gpus,
-                          gpu_memory_mib=node.gpu_memory_mib, version=0, cordoned=False)
-            session.add(row)
+            row = repo.add_node(session, ctx.org_id, pool=pool_name, name=node.name,
+                                gpus=node.gpus, gpu_memory_mib=node.gpu_memory_mib)
             changed = True
         new = (node.gpus, node.gpu_type, node.gpu_memory_mib, dict(node.labels), health,
                unavailable, node.cpu_milli, node.memory_mib)
@@ -88,14 +87,15 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
         if new != old:
             if health == "down" and row.health != "down":
                 _fail_on_node(session, ctx, node.name, now)
-            (row.gpus, row.gpu_type, row.gpu_memory_mib, row.labels, row.health,
-             row.unavailable, row.cpu_milli, row.memory_mib) = new
-            row.version = (row.version or 0) + 1
+            repo.update_node(row, gpus=node.gpus, gpu_type=node.gpu_type,
+                             gpu_memory_mib=node.gpu_memory_mib, labels=dict(node.labels),
+                             health=health, unavailable=unavailable, cpu_milli=node.cpu_milli,
+                             memory_mib=node.memory_mib)
             changed = True
             add_event(session, ctx.org_id, "node.changed", cause=ctx.cause,
                       message=f"node {node.name}: {health}", data={"node": node.name,
                                                                     "pool": pool_name})
-        row.last_seen_at = now
+        repo.node_seen(row, now)
     # Without "nodes" the heartbeat is a keep-alive: the inventory is unchanged,
     # but nodes of a silent period come back from ``unknown``.
     for name, row in existing.items():
@@ -103,17 +103,17 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
             continue
         if "nodes" in body and row.health != "down":
             _fail_on_node(session, ctx, name, now)
-            row.health, row.version = "down", row.version + 1
+            repo.set_node_health(row, "down")
             changed = True
         elif "nodes" not in body and row.health == "unknown":
-            row.health, row.version = "ready", row.version + 1
+            repo.set_node_health(row, "ready")
             changed = True
         if "nodes" not in body:
-            row.last_seen_at = now
+            repo.node_seen(row, now)
     if pool.agent_status != "connected":
         add_event(session, ctx.org_id, "pool.agent", cause=ctx.cause,
                   message=f"agent of pool {pool_name} connected", data={"pool": pool_name})
-    pool.agent_status, pool.last_heartbeat_at = "connected", now
+    repo.set_agent_status(pool, "connected", heartbeat_at=now)
     # A run the control plane refuses (an older attempt, a terminal workload, a
     # run id that is not the workload's) must not go on: the agent stops those.
     stop_runs: set[str] = set()
@@ -164,7 +164,7 @@ def _fail_on_node(session: Session, ctx: Ctx, node: str, now: float) -> None:
                              workload_id=row.id, attempt=row.attempt,
                              placement=row.placement, reason="node_down", grace_seconds=0,
                              created_at=now)
-        codec.state_to_row(new, row, now)
+        wl_repo.save_state(row, new, now)
         add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now,
                              row.name)
 
@@ -223,7 +223,7 @@ def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
     ):
         state = transition(state, Status.RUNNING, int(now), cause, "pods running")
     new = transition(state, target, int(now), cause, msg)
-    codec.state_to_row(new, row, now)
+    wl_repo.save_state(row, new, now)
     add_lifecycle_events(session, ctx.org_id, wid, row.team, new.events, now, row.name)
     audit.record(session, ctx, "agent.report", f"workload/{wid}",
                  before={"status": status.value}, after={"status": new.status.value})
@@ -243,7 +243,7 @@ def _exited(session: Session, ctx: Ctx, wid: int, attempt: int, target: Status) 
 
 
 def _shrink_done(
-    session: Session, ctx: Ctx, row: WorkloadRow, body: dict[str, Any]
+    session: Session, ctx: Ctx, row: WorkloadRecord, body: dict[str, Any]
 ) -> dict[str, Any]:
     """A ``running`` report with ``pods_running`` after a shrink: the agent has
     stopped the taken pods and the others go on. The status does not change
@@ -263,7 +263,7 @@ def _shrink_done(
 
 
 def _ignore_reason(
-    row: WorkloadRow, status: Status, attempt: int, target: Status, rid: object
+    row: WorkloadRecord, status: Status, attempt: int, target: Status, rid: object
 ) -> str:
     if attempt < row.attempt:
         return f"stale report for attempt {attempt}; the workload is on attempt {row.attempt}"
@@ -294,10 +294,10 @@ def sweep_silent_agents(session: Session, org_id: int, timeout: float, *,
             continue
         if now - pool.last_heartbeat_at <= timeout:
             continue
-        pool.agent_status = "silent"
+        repo.set_agent_status(pool, "silent")
         for node in repo.list_nodes(session, org_id, pool.name):
             if node.health == "ready":
-                node.health, node.version = "unknown", node.version + 1
+                repo.set_node_health(node, "unknown")
         add_event(session, org_id, "pool.agent", cause="agent timeout",
                   message=f"agent of pool {pool.name} silent for {now - pool.last_heartbeat_at:.0f}"
                   " s; its nodes are unknown", data={"pool": pool.name})

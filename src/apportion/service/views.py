@@ -1,6 +1,8 @@
-"""Rows and domain values as the JSON objects of docs/api.md.
+"""Stored records and domain values as the JSON objects of docs/api.md.
 
-One function per object; the API returns exactly these dicts as ``data``.
+One function per object; the API returns exactly these dicts as ``data``. A
+record is typed by what the view reads of it (``service/records.py``), not by
+the store's row class.
 """
 
 from __future__ import annotations
@@ -11,17 +13,17 @@ from typing import Any
 
 from apportion.domain.host import cpu_number
 from apportion.domain.quantities import gpus_number
-from apportion.store.models import (
-    AuditRow,
-    DecisionRow,
-    EventRow,
-    NodeRow,
-    OrgRow,
-    PoolRow,
-    ReservationRow,
-    TeamRow,
-    TokenRow,
-    WorkloadRow,
+from apportion.service.records import (
+    AuditRecord,
+    DecisionRecord,
+    EventRecord,
+    NodeRecord,
+    OrgRecord,
+    PoolRecord,
+    ReservationRecord,
+    TeamRecord,
+    TokenRecord,
+    WorkloadRecord,
 )
 
 
@@ -35,12 +37,12 @@ def gpus(milli: int | Fraction | None) -> int | float | None:
     return None if milli is None else gpus_number(milli)
 
 
-def org_view(row: OrgRow) -> dict[str, Any]:
+def org_view(row: OrgRecord) -> dict[str, Any]:
     return {"slug": row.slug, "name": row.name, "version": row.version,
             "created_at": iso(row.created_at)}
 
 
-def token_view(row: TokenRow, secret: str | None = None) -> dict[str, Any]:
+def token_view(row: TokenRecord, secret: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": row.id,
         "name": row.name,
@@ -58,7 +60,7 @@ def token_view(row: TokenRow, secret: str | None = None) -> dict[str, Any]:
 
 
 def team_view(
-    row: TeamRow, children: list[str], reservations: dict[str, int]
+    row: TeamRecord, children: list[str], reservations: dict[str, int]
 ) -> dict[str, Any]:
     return {
         "slug": row.slug,
@@ -74,12 +76,12 @@ def team_view(
     }
 
 
-def reservation_view(row: ReservationRow) -> dict[str, Any]:
+def reservation_view(row: ReservationRecord) -> dict[str, Any]:
     return {"team": row.team, "pool": row.pool, "gpus": gpus(row.milli), "version": row.version,
             "updated_at": iso(row.updated_at)}
 
 
-def pool_view(row: PoolRow, capacity_milli: int, node_count: int) -> dict[str, Any]:
+def pool_view(row: PoolRecord, capacity_milli: int, node_count: int) -> dict[str, Any]:
     return {
         "name": row.name,
         "gpu_type": row.gpu_type,
@@ -98,7 +100,7 @@ def pool_view(row: PoolRow, capacity_milli: int, node_count: int) -> dict[str, A
     }
 
 
-def node_view(row: NodeRow, state: str, *, cpu_in_use: int = 0,
+def node_view(row: NodeRecord, state: str, *, cpu_in_use: int = 0,
               memory_mib_in_use: int = 0) -> dict[str, Any]:
     """``cpu_in_use`` (milli-CPU) and ``memory_mib_in_use``: what the Starting and
     Running pods placed on the node request."""
@@ -128,7 +130,7 @@ def _placement_milli(placement: list[Any]) -> int:
     return sum(int(d["milli"]) for p in placement for d in p["devices"])
 
 
-def _size(row: WorkloadRow) -> int | float | None:
+def _size(row: WorkloadRecord) -> int | float | None:
     spec = row.spec
     if row.placement:
         return gpus(_placement_milli(row.placement))
@@ -137,7 +139,7 @@ def _size(row: WorkloadRow) -> int | float | None:
     return None
 
 
-def _pods_running(row: WorkloadRow) -> int:
+def _pods_running(row: WorkloadRecord) -> int:
     """Pods the current attempt holds: placed while Starting, running while
     Running (fewer than ``pods`` after a shrink, SPEC 6.5); 0 otherwise."""
     return len(row.placement or []) if row.status in ("Starting", "Running") else 0
@@ -151,7 +153,7 @@ def preemption_view(entry: dict[str, Any]) -> dict[str, Any]:
             "gpus": gpus(int(entry.get("gpus_milli") or 0))}
 
 
-def workload_view(row: WorkloadRow) -> dict[str, Any]:
+def workload_view(row: WorkloadRecord) -> dict[str, Any]:
     reason = None
     if row.reason_code:
         reason = {"code": row.reason_code, "message": row.reason_message or ""}
@@ -199,7 +201,7 @@ def workload_view(row: WorkloadRow) -> dict[str, Any]:
     }
 
 
-def event_view(row: EventRow) -> dict[str, Any]:
+def event_view(row: EventRecord) -> dict[str, Any]:
     return {
         "id": row.id,
         "type": row.type,
@@ -213,7 +215,7 @@ def event_view(row: EventRow) -> dict[str, Any]:
     }
 
 
-def decision_view(row: DecisionRow) -> dict[str, Any]:
+def decision_view(row: DecisionRecord) -> dict[str, Any]:
     return {
         "id": row.id,
         "kind": row.kind,
@@ -230,7 +232,7 @@ def decision_view(row: DecisionRow) -> dict[str, Any]:
     }
 
 
-def audit_view(row: AuditRow) -> dict[str, Any]:
+def audit_view(row: AuditRecord) -> dict[str, Any]:
     return {
         "id": row.id,
         "at": iso(row.at),

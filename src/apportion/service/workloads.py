@@ -25,9 +25,9 @@ from apportion.service.errors import Conflict, PermissionDenied, check_version
 from apportion.service.events import add_lifecycle_events
 from apportion.service.loading import PARENTS_CACHE, load_parents
 from apportion.service.pools import team_capacity_views
+from apportion.service.records import WorkloadRecord
 from apportion.service.views import event_view, workload_view
 from apportion.store import codec
-from apportion.store.models import WorkloadRow
 from apportion.store.repos import events as ev_repo
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo
@@ -98,7 +98,7 @@ def submit(session: Session, ctx: Ctx, spec: WorkloadSpec) -> dict[str, Any]:
     add_lifecycle_events(session, ctx.org_id, wid, spec.team, state.events, now, spec.name)
     # The view of the values just written, in the row's shape: no ORM object and
     # no read-back on the hot path.
-    view = workload_view(WorkloadRow(id=wid, **values))  # transient: never added
+    view = workload_view(wl_repo.unsaved_workload(wid, values))
     audit.record(session, ctx, "workload.submit", f"workload/{wid}", after=view)
     current = repo.bump_sched_version_returning_teams(session, ctx.org_id)
     fresh = PARENTS_CACHE.confirm(session, ctx.org_id, used, current)
@@ -134,7 +134,7 @@ def cancel(
                              workload_id=row.id, attempt=row.attempt,
                              placement=row.placement, reason="cancelled", grace_seconds=0,
                              created_at=now)
-    codec.state_to_row(new, row, now)
+    wl_repo.save_state(row, new, now)
     add_lifecycle_events(session, ctx.org_id, row.id, row.team, new.events, now, row.name)
     after = workload_view(row)
     audit.record(session, ctx, "workload.cancel", obj, before=before, after=after)
@@ -152,7 +152,7 @@ def _visible(session: Session, ctx: Ctx) -> tuple[Parents, set[str] | None]:
     return parents, visible_teams(ctx.actor, parents)
 
 
-def get(session: Session, ctx: Ctx, workload_id: int) -> WorkloadRow:
+def get(session: Session, ctx: Ctx, workload_id: int) -> WorkloadRecord:
     _parents, teams = _visible(session, ctx)
     row = wl_repo.get_workload(session, ctx.org_id, workload_id)
     if teams is not None and row.team not in teams:
@@ -211,7 +211,7 @@ def why(session: Session, ctx: Ctx, workload_id: int) -> dict[str, Any]:
             "fair_share": _fair_share(session, row)}
 
 
-def _fair_share(session: Session, row: WorkloadRow) -> list[dict[str, Any]]:
+def _fair_share(session: Session, row: WorkloadRecord) -> list[dict[str, Any]]:
     """Capacity rows (reservation, use, entitlement, burst cap) of the workload's
     team and its ancestors, leaf first, in its pool (every pool while it has none,
     or if its pinned pool does not exist). Empty if its team no longer exists."""

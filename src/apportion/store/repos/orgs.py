@@ -24,6 +24,13 @@ _PARENTS = select(_teams.c.slug, _teams.c.parent).where(_teams.c.org_id == bindp
 _TEAMS_VERSION = select(_orgs.c.teams_version).where(_orgs.c.id == bindparam("oid"))
 
 
+def lock_org(session: Session, org_id: int) -> None:
+    """Lock the organization's row until the end of the transaction (PostgreSQL;
+    SQLite's write transactions are exclusive already): no other plan commits
+    for it meanwhile."""
+    session.execute(select(OrgRow.id).where(OrgRow.id == org_id).with_for_update())
+
+
 def get_org(session: Session, org_id: int) -> OrgRow:
     row = session.get(OrgRow, org_id)
     if row is None:
@@ -245,6 +252,47 @@ def update_pool(row: PoolRow, pool: Pool) -> None:
 
 def delete_pool(session: Session, row: PoolRow) -> None:
     session.delete(row)
+
+
+def set_agent_status(row: PoolRow, status: str, *, heartbeat_at: float | None = None) -> None:
+    """The pool's agent is ``connected`` (``heartbeat_at``: its heartbeat's
+    time) or ``silent`` (the last heartbeat's time stays)."""
+    row.agent_status = status
+    if heartbeat_at is not None:
+        row.last_heartbeat_at = heartbeat_at
+
+
+def add_node(
+    session: Session, org_id: int, *, pool: str, name: str, gpus: int, gpu_memory_mib: int
+) -> NodeRow:
+    """A new node row of ``pool``, added to the transaction (not flushed), at
+    version 0: the inventory stored next (:func:`update_node`) makes it 1."""
+    row = NodeRow(org_id=org_id, pool=pool, name=name, gpus=gpus,
+                  gpu_memory_mib=gpu_memory_mib, version=0, cordoned=False)
+    session.add(row)
+    return row
+
+
+def update_node(
+    row: NodeRow, *, gpus: int, gpu_type: str | None, gpu_memory_mib: int,
+    labels: dict[str, str], health: str, unavailable: list[list[int]],
+    cpu_milli: int | None, memory_mib: int | None,
+) -> None:
+    """Store a node's inventory as its agent reports it and bump its version."""
+    row.gpus, row.gpu_type, row.gpu_memory_mib = gpus, gpu_type, gpu_memory_mib
+    row.labels, row.health, row.unavailable = labels, health, unavailable
+    row.cpu_milli, row.memory_mib = cpu_milli, memory_mib
+    row.version = (row.version or 0) + 1
+
+
+def set_node_health(row: NodeRow, health: str) -> None:
+    """Set a node's health (``down``, ``unknown``, ``ready``) and bump its version."""
+    row.health, row.version = health, row.version + 1
+
+
+def node_seen(row: NodeRow, at: float) -> None:
+    """The node's agent reported it at ``at``."""
+    row.last_seen_at = at
 
 
 def set_cordoned(row: NodeRow, cordoned: bool) -> None:

@@ -71,8 +71,40 @@ def lock_lease(session: Session, name: str) -> LeaseRow | None:
     return session.scalar(select(LeaseRow).where(LeaseRow.name == name).with_for_update())
 
 
+def add_lease(
+    session: Session, name: str, *, holder: str, token: int, expires_at: float
+) -> None:
+    """The first lease row (a concurrent first insert fails the commit with an
+    ``IntegrityError``)."""
+    session.add(LeaseRow(name=name, holder=holder, token=token, expires_at=expires_at))
+
+
+def renew_lease(row: LeaseRow, expires_at: float) -> None:
+    """The holder keeps the lease (same token) until ``expires_at``; 0 ends it."""
+    row.expires_at = expires_at
+
+
+def take_lease(row: LeaseRow, holder: str, expires_at: float) -> int:
+    """``holder`` takes the lease until ``expires_at`` with the next fencing
+    token, which it returns."""
+    row.holder, row.token = holder, row.token + 1
+    row.expires_at = expires_at
+    return row.token
+
+
 def read_lease(session: Session, name: str) -> LeaseRow | None:
     return session.get(LeaseRow, name)
+
+
+def add_cycle(
+    session: Session, org_id: int, cycle_id: int, *, holder: str, fencing_token: int,
+    snapshot_version: int, at: float, duration_ms: float, decisions: int,
+) -> None:
+    """The record of one committed cycle: who committed it, under which fencing
+    token, from which snapshot version."""
+    session.add(CycleRow(org_id=org_id, id=cycle_id, holder=holder, fencing_token=fencing_token,
+                         snapshot_version=snapshot_version, at=at, duration_ms=duration_ms,
+                         decisions=decisions))
 
 
 def list_cycles(session: Session, org_id: int | None = None) -> list[CycleRow]:

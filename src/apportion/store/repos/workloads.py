@@ -10,6 +10,8 @@ from sqlalchemy import Select, Table, and_, delete, func, insert, or_, select
 from sqlalchemy.orm import Session
 
 from apportion.domain.errors import NotFound
+from apportion.domain.lifecycle import Exiting, WorkloadState
+from apportion.store import codec
 from apportion.store.models import DecisionRow, ExitingRow, WorkloadRow
 from apportion.store.repos.paging import Page, paginate
 
@@ -41,6 +43,25 @@ def insert_workload(session: Session, values: dict[str, Any]) -> int:
     A Core ``INSERT ... RETURNING id`` (one cached statement, no ORM unit of
     work): submission is the API's hot path."""
     return int(session.connection().execute(_INSERT_WORKLOAD, values).scalar_one())
+
+
+def unsaved_workload(workload_id: int, values: dict[str, Any]) -> WorkloadRow:
+    """A transient row of ``values`` (as given to :func:`insert_workload`) with
+    its new id, never added to the session: what was just written, in the row's
+    shape, without reading it back."""
+    return WorkloadRow(id=workload_id, **values)
+
+
+def save_state(row: WorkloadRow, state: WorkloadState, now: float) -> None:
+    """Write the mutable fields of ``state`` to the workload's row (its version
+    bumped, ``updated_at`` = ``now``)."""
+    codec.state_to_row(state, row, now)
+
+
+def add_preemption(row: WorkloadRow, entry: dict[str, Any]) -> None:
+    """Append one entry (whole attempt or shrink) to the workload's preemption
+    history."""
+    row.preemptions = [*(row.preemptions or []), entry]
 
 
 def get_workload(
@@ -253,6 +274,15 @@ def end_exiting(session: Session, org_id: int, workload_id: int, attempt: int) -
 
 def clear_exiting(session: Session, org_id: int) -> None:
     session.execute(delete(ExitingRow).where(ExitingRow.org_id == org_id))
+
+
+def add_exiting(session: Session, org_id: int, e: Exiting) -> None:
+    """Store one exiting victim's devices (``e``'s placement on physical
+    devices) until it exits."""
+    session.add(ExitingRow(org_id=org_id, workload_id=e.workload_id, attempt=e.attempt,
+                           team=e.team, pool=e.pool,
+                           placement=codec.placement_to_json(e.placement),
+                           exits_at=float(e.exits_at), part=e.part))
 
 
 # -- agent decisions ----------------------------------------------------------------

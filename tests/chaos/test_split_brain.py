@@ -7,8 +7,9 @@ form one fenced history: fencing tokens never go backwards and each token
 belongs to one process.
 
 CI runs 5 rounds; ``APPORTION_CHAOS_LONG=1`` runs 50. The in-process rounds of
-``test_a_frozen_leader_s_plan_is_refused_every_round`` force a stale commit
-in every round (deterministic, 50 rounds on SQLite and PostgreSQL).
+``tests/service/test_scheduler_lease.py::test_a_frozen_leader_s_plan_is_refused_every_round``
+force a stale commit in every round (deterministic, 50 rounds on SQLite and
+PostgreSQL, each refused by the fencing token).
 """
 
 from __future__ import annotations

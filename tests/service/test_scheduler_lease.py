@@ -235,3 +235,36 @@ def test_a_crashed_and_restarted_server_schedules_again_within_5_s(tmp_path: Pat
         assert restarted.loop.scheduler.token == 2  # a new token: the old one is fenced
     finally:
         restarted.stop()
+
+
+def test_a_frozen_leader_s_plan_is_refused_every_round(world: World) -> None:
+    """Issue 18, split brain, 50 rounds: the leader computes a plan and freezes
+    past its lease; the other takes the lease and commits; the woken leader
+    commits its stale plan and is refused by the fencing token, every time.
+    (tests/chaos/test_split_brain.py does the same to real processes.)"""
+    clock = Clock()
+    schedulers = [Scheduler(world.db, "a", lease_ttl=10, clock=clock),
+                  Scheduler(world.db, "b", lease_ttl=10, clock=clock)]
+    refused = 0
+    for k in range(50):
+        old, new = schedulers[k % 2], schedulers[(k + 1) % 2]
+        wid = world.submit(f"w{k}", gpus=0.25)
+        assert old.acquire(), k
+        with world.db.read() as s:
+            loaded = load_snapshot(s, world.org_id, clock())
+        plan = _run(loaded)
+        assert any(d.workload_id == wid for d in plan.decisions), k  # it would start w
+        clock.now += 11  # frozen past its lease
+        assert new.acquire() and new.token == k + 2, (k, new.token)
+        assert new.run_org(world.org_id).committed
+        with pytest.raises(LostLease), world.db.write() as s:
+            old._commit(s, world.org_id, loaded, plan, time.perf_counter())
+        refused += 1
+        assert world.statuses()[wid] == "Starting"
+        clock.now += 11  # the new leader's lease runs out before the next round
+    assert refused == 50
+    with world.db.read() as s:
+        cycles = sec_repo.list_cycles(s, world.org_id)
+    tokens = [c.fencing_token for c in cycles]
+    assert tokens == sorted(tokens) and len(set(tokens)) == 50
+    assert all(c.holder == ("b" if c.fencing_token % 2 == 0 else "a") for c in cycles)

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apportion import __version__
 from apportion.api import docs, errors
+from apportion.api.body_limits import BodyLimits
 from apportion.api.deps import RateLimiter
 from apportion.api.routers import agent, events, logs, org, pools, system, workloads
 from apportion.service.control import ControlPlane
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None, control: ControlPlane | None = 
     app.include_router(system.router)
     docs.mount(app)
     mount_dashboard(app, cp.settings.web_secret)
+    app.add_middleware(BodyLimits, control=cp)  # inside: it sees the request id
     app.add_middleware(RequestIdMiddleware, control=cp)
     return app
 
@@ -112,5 +114,6 @@ def _error_responses() -> dict[int | str, dict[str, Any]]:
     from apportion.api.schemas import ErrorBody
 
     text = {400: "Bad request", 401: "Unauthenticated", 403: "Forbidden", 404: "Not found",
-            409: "Conflict", 422: "Validation error", 429: "Rate limited"}
+            408: "Request body too slow", 409: "Conflict", 413: "Request body too large",
+            422: "Validation error", 429: "Rate limited"}
     return {code: {"model": ErrorBody, "description": d} for code, d in text.items()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -34,6 +35,13 @@ log = logging.getLogger("apportion.api")
 
 def request_id(request: Request) -> str:
     return str(request.scope.get("state", {}).get("request_id", ""))
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None,
+               request_id_: str) -> bytes:
+    """The error envelope as bytes (for middleware that answers before a route)."""
+    return json.dumps({"error": {"code": code, "message": message, "details": details or {}},
+                       "request_id": request_id_}).encode()
 
 
 def error_response(

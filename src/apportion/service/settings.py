@@ -47,6 +47,9 @@ class Settings:
     #: SQLite only: NORMAL survives a killed process; FULL also a power loss
     sqlite_synchronous: str = "NORMAL"
     holder: str = ""
+    #: bytes a request body may have (413 above), and seconds a body may stall (408)
+    max_body_bytes: int = 16 * 1024 * 1024
+    body_timeout: float = 30.0
     #: bytes of log kept per pod and attempt; what an agent ships beyond is dropped
     log_max_bytes: int = 64 * 1024 * 1024
     #: key that signs dashboard session cookies; None: a random one per process
@@ -71,6 +74,8 @@ class Settings:
             "run_scheduler": env.get("APPORTION_SCHEDULER", "1") not in ("0", "false", "no"),
             "sqlite_synchronous": env.get("APPORTION_SQLITE_SYNCHRONOUS") or "NORMAL",
             "log_max_bytes": int(_float("APPORTION_LOG_MAX_BYTES", 64 * 1024 * 1024)),
+            "max_body_bytes": int(_float("APPORTION_MAX_BODY_BYTES", 16 * 1024 * 1024)),
+            "body_timeout": _float("APPORTION_BODY_TIMEOUT", 30.0),
             "web_secret": env.get("APPORTION_WEB_SECRET") or None,
             "holder": env.get("APPORTION_HOLDER") or "",
         }

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from apportion.domain.placement_json import placement_to_json
 from apportion.domain.quantities import gpus_number
 from apportion.domain.reasons import Reason
 from apportion.domain.workload import Placement
@@ -51,10 +52,7 @@ class Decision:
         if self.pool is not None:
             out["pool"] = self.pool
         if self.placement:
-            out["placement"] = [
-                {"node": p.node, "devices": [[d.index, d.milli] for d in p.devices]}
-                for p in self.placement
-            ]
+            out["placement"] = placement_to_json(self.placement)  # the one codec
         if self.reason is not None:
             out["reason"] = self.reason.to_dict()
         if self.by is not None:

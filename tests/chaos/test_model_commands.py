@@ -10,7 +10,8 @@ server restarts — and after every step checks what the SPEC promises:
   the workload's pool;
 - reserved work is never preempted; a running gang holds all its pods;
 - every acknowledged (201) workload is still there, and at the end each one's
-  status history, attempt by attempt, is a path of the lifecycle's allowed moves.
+  status history, attempt by attempt, is a path of the lifecycle's allowed moves
+  and replaying it gives the stored attempt and status.
 
 ``APPORTION_CHAOS_EXAMPLES`` / ``APPORTION_CHAOS_STEPS`` make a run longer
 (CI: 15 examples of up to 40 steps per backend).
@@ -285,6 +286,12 @@ class Commands(RuleBasedStateMachine):
                 assert path[0] is Status.PENDING, (wid, attempt, path)
                 for a, b in itertools.pairwise(path):
                     assert (a, b) in ALLOWED, (wid, attempt, path)
+            # the stored state is what replaying its event log gives: the latest
+            # attempt, in the status its last event names
+            stored = self.call("GET", f"/v1/workloads/{wid}").json()["data"]
+            last = max(by_attempt)
+            assert (stored["attempt"], stored["status"]) == (last, by_attempt[last][-1].value), (
+                wid, stored["attempt"], stored["status"], dict(by_attempt))
 
 
 def _run(url_of: Callable[[], tuple[str, Callable[[], None]]]) -> None:

@@ -61,6 +61,19 @@ def server(url: str, port: int, **extra_env: str) -> Iterator[subprocess.Popen[b
         proc.wait(10)
 
 
+def org_with_node(base: str, gpus: int, nodes: int = 1) -> dict[str, str]:
+    """Through a running server at ``base``: pool main, team t, an agent token and
+    a heartbeat with ``nodes`` nodes of ``gpus`` GPUs; returns the agent's headers."""
+    with httpx.Client(base_url=base, headers=H, timeout=30) as c:
+        c.post("/pools", json={"name": "main"}).raise_for_status()
+        c.post("/teams", json={"slug": "t"}).raise_for_status()
+        agent = c.post("/tokens", json={"name": "ag", "role": "agent", "pool": "main"})
+        agent_h = {"Authorization": f"Bearer {agent.json()['data']['token']}"}
+        c.post("/agent/heartbeat", headers=agent_h, json={"nodes": [
+            {"name": f"n{i + 1}", "gpus": gpus} for i in range(nodes)]}).raise_for_status()
+    return agent_h
+
+
 @pytest.mark.slow
 def test_sigkill_loses_no_acknowledged_workload(backend_url: str) -> None:
     port = _port()
@@ -120,13 +133,7 @@ def test_two_servers_one_postgres_fail_over(pg_server: PgServer) -> None:
     bases = [f"http://127.0.0.1:{p}/v1" for p in ports]
     env = {"APPORTION_LEASE_TTL": "1"}
     with server(url, ports[0], **env) as first, server(url, ports[1], **env) as second:
-        with httpx.Client(base_url=bases[0], headers=H, timeout=10) as c:
-            c.post("/pools", json={"name": "main"}).raise_for_status()
-            c.post("/teams", json={"slug": "t"}).raise_for_status()
-            agent = c.post("/tokens", json={"name": "ag", "role": "agent", "pool": "main"})
-            agent_h = {"Authorization": f"Bearer {agent.json()['data']['token']}"}
-            c.post("/agent/heartbeat", headers=agent_h,
-                   json={"nodes": [{"name": "n1", "gpus": 64}]}).raise_for_status()
+        agent_h = org_with_node(bases[0], 64)
         ids = []
         for i in range(20):
             with httpx.Client(base_url=bases[i % 2], headers=H, timeout=10) as c:

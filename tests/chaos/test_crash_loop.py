@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.test_processes import H, _port, server
+from tests.api.test_processes import H, _port, org_with_node, server
 from tests.pgfixture import backend_url, pg_server  # noqa: F401
 from tests.timing import wait_until
 
@@ -114,14 +114,8 @@ def test_crash_loop_loses_and_doubles_nothing(backend_url: str) -> None:  # noqa
     ledger = Ledger()
     stop = threading.Event()
     rng = random.Random(18)
-    with server(backend_url, port), httpx.Client(base_url=base, headers=H, timeout=30) as c:
-        assert c.post("/pools", json={"name": "main"}).status_code == 201
-        assert c.post("/teams", json={"slug": "t"}).status_code == 201
-        r = c.post("/tokens", json={"name": "agent", "role": "agent", "pool": "main"})
-        agent = {"Authorization": f"Bearer {r.json()['data']['token']}"}
-        r = c.post("/agent/heartbeat", headers=agent, json={
-            "nodes": [{"name": f"n{i}", "gpus": 8} for i in range(4)]})
-        assert r.status_code == 200, r.text
+    with server(backend_url, port):
+        org_with_node(base, 8, nodes=4)
     threads = [threading.Thread(target=_client, args=(n, base, ledger, stop), daemon=True)
                for n in range(CLIENTS)]
     for t in threads:

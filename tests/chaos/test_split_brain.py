@@ -25,7 +25,7 @@ import pytest
 from sqlalchemy import text
 
 from apportion.store.db import make_disposable_engine
-from tests.api.test_processes import H, _leader, _port, server
+from tests.api.test_processes import H, _leader, _port, org_with_node, server
 from tests.pgfixture import PgServer, pg_server  # noqa: F401
 from tests.timing import wait_until
 
@@ -57,13 +57,7 @@ def test_a_frozen_leader_never_commits_after_its_successor(
     stop = threading.Event()
     with server(url, ports[0], **env) as first, server(url, ports[1], **env) as second:
         procs = (first, second)
-        with httpx.Client(base_url=bases[0], headers=H, timeout=30) as c:
-            c.post("/pools", json={"name": "main"}).raise_for_status()
-            c.post("/teams", json={"slug": "t"}).raise_for_status()
-            agent = c.post("/tokens", json={"name": "ag", "role": "agent", "pool": "main"})
-            agent_h = {"Authorization": f"Bearer {agent.json()['data']['token']}"}
-            c.post("/agent/heartbeat", headers=agent_h,
-                   json={"nodes": [{"name": "n1", "gpus": 1024}]}).raise_for_status()
+        org_with_node(bases[0], 1024)
 
         def submitter() -> None:
             """Work keeps arriving (through both servers) so that every cycle commits."""

@@ -151,16 +151,22 @@ def count_active(
     return int(session.scalar(q) or 0)
 
 
+def _active_in(columns: Sequence[Any], org_id: int, statuses: Sequence[str],
+               pool: str | None) -> Select[Any]:
+    """``columns`` of the active workloads in ``statuses`` (of ``pool``, if given)."""
+    t = WorkloadRow
+    q = select(*columns).where(
+        t.org_id == org_id, t.is_active.is_(True), t.status.in_(list(statuses)))
+    return q if pool is None else q.where(t.pool == pool)
+
+
 def placements_and_specs(
     session: Session, org_id: int, statuses: Sequence[str], pool: str | None = None
 ) -> list[tuple[str | None, list[Any], dict[str, Any]]]:
     """(pool, placement, spec) of the active workloads in ``statuses`` (of
     ``pool``, if given)."""
     t = WorkloadRow
-    q = select(t.pool, t.placement, t.spec).where(
-        t.org_id == org_id, t.is_active.is_(True), t.status.in_(list(statuses)))
-    if pool is not None:
-        q = q.where(t.pool == pool)
+    q = _active_in((t.pool, t.placement, t.spec), org_id, statuses, pool)
     return [(wpool, placement, spec) for wpool, placement, spec in session.execute(q)]
 
 
@@ -204,10 +210,7 @@ def placed_versions(
     """(id, version, updated_at) of the active workloads in ``statuses`` (of
     ``pool``, if given)."""
     t = WorkloadRow
-    q = select(t.id, t.version, t.updated_at).where(
-        t.org_id == org_id, t.is_active.is_(True), t.status.in_(list(statuses)))
-    if pool is not None:
-        q = q.where(t.pool == pool)
+    q = _active_in((t.id, t.version, t.updated_at), org_id, statuses, pool)
     return [(wid, version, at) for wid, version, at in session.execute(q)]
 
 

@@ -14,7 +14,7 @@ server restarts — and after every step checks what the SPEC promises:
   and replaying it gives the stored attempt and status.
 
 ``APPORTION_CHAOS_EXAMPLES`` / ``APPORTION_CHAOS_STEPS`` make a run longer
-(CI: 15 examples of up to 40 steps per backend).
+(CI: 10 examples of up to 40 steps per backend).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from tests.pgfixture import PgServer, pg_server  # noqa: F401
 
 pytestmark = pytest.mark.chaos
 
-EXAMPLES = int(os.environ.get("APPORTION_CHAOS_EXAMPLES", "15"))
+EXAMPLES = int(os.environ.get("APPORTION_CHAOS_EXAMPLES", "10"))
 STEPS = int(os.environ.get("APPORTION_CHAOS_STEPS", "40"))
 
 #: pool main: rack r1 (n1, n2) and r2 (n3), 4 GPUs each (small: work contends, so

@@ -8,8 +8,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.cluster import Node
 from apportion.domain.errors import NotFound, ValidationError
 from apportion.domain.host import parse_cpu, parse_memory_mib
@@ -24,6 +22,7 @@ from apportion.service.records import WorkloadRecord
 from apportion.service.views import decision_view
 from apportion.service.workloads import run_id
 from apportion.store import codec
+from apportion.store.db import Session
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo
 

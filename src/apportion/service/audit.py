@@ -6,10 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.service.context import Ctx
-from apportion.store.db import Database
+from apportion.store.db import Database, Session
 from apportion.store.repos import audit as repo
 
 

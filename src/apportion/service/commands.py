@@ -15,15 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
+from apportion.service.context import Ctx
+from apportion.service.errors import Conflict, IdempotencyMismatch
+from apportion.store.db import Database, IntegrityError
 
 # ``Session`` is re-exported: routers type their read functions with it without
 # importing SQLAlchemy themselves
-from sqlalchemy.orm import Session as Session
-
-from apportion.service.context import Ctx
-from apportion.service.errors import Conflict, IdempotencyMismatch
-from apportion.store.db import Database
+from apportion.store.db import Session as Session
 from apportion.store.repos.security import add_idempotency, get_idempotency
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from sqlalchemy.orm import Session
-
 from apportion.engine.apply import Applied, apply_plan
 from apportion.engine.plan import Plan
 from apportion.engine.snapshot import CycleConfig
@@ -23,7 +21,7 @@ from apportion.service.errors import StaleSnapshot
 from apportion.service.gcpause import paused_gc
 from apportion.service.plan_committer import CycleOutcome
 from apportion.service.snapshots import Loaded, StateCache, load_snapshot
-from apportion.store.db import Database
+from apportion.store.db import Database, Session
 from apportion.store.repos import orgs as repo
 
 #: commits one plan: (session, org id, snapshot, plan, start time, its states)

@@ -8,8 +8,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.quantities import gpus_number
 from apportion.domain.workload import WorkloadSpec
 from apportion.engine.snapshot import CycleConfig
@@ -20,6 +18,7 @@ from apportion.service.loading import load_parents
 from apportion.service.snapshots import load_snapshot
 from apportion.service.workloads import check_team
 from apportion.store import codec
+from apportion.store.db import Session
 
 
 def dry_run(session: Session, ctx: Ctx, spec: WorkloadSpec) -> dict[str, Any]:

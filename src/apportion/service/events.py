@@ -11,9 +11,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.lifecycle import Event
+from apportion.store.db import Session
 from apportion.store.repos import events as repo
 
 

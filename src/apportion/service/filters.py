@@ -7,9 +7,8 @@ the API's query types (``api/filters.py``)."""
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.errors import NotFound
+from apportion.store.db import Session
 from apportion.store.repos import orgs as repo
 
 

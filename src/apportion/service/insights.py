@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.service.authz import deny, visible_teams
 from apportion.service.context import Ctx, Role
 from apportion.service.loading import load_parents
 from apportion.service.spans import PLACED, Interval, intervals, placed
 from apportion.service.views import event_view, gpus
+from apportion.store.db import Session
 from apportion.store.repos import events as ev_repo
 from apportion.store.repos import orgs as org_repo
 from apportion.store.repos import workloads as wl_repo

@@ -17,11 +17,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
-
 from apportion.service.errors import LostLease
-from apportion.store.db import Database
+from apportion.store.db import Database, IntegrityError, Session
 from apportion.store.repos import security as sec_repo
 
 log = logging.getLogger("apportion.scheduler")

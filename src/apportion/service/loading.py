@@ -6,12 +6,11 @@ import threading
 from collections.abc import Iterable
 from typing import Protocol
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.cluster import Node, pool_capacity
 from apportion.domain.org import OrgTree, build_tree
 from apportion.service.authz import Parents
 from apportion.store import codec
+from apportion.store.db import Session
 from apportion.store.repos import orgs as org_repo
 
 

@@ -22,14 +22,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.errors import ValidationError
 from apportion.domain.lifecycle import Status
 from apportion.service.authz import require_agent
 from apportion.service.context import Ctx
 from apportion.service.workloads import get as get_workload
 from apportion.service.workloads import run_id
+from apportion.store.db import Session
 from apportion.store.repos import logs as repo
 from apportion.store.repos import workloads as wl_repo
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.errors import NotFound, ValidationError, did_you_mean
 from apportion.domain.org import OrgTree, Team, validate_reservations
 from apportion.domain.quantities import parse_gpu_amount
@@ -21,6 +19,7 @@ from apportion.service.errors import Conflict, check_version
 from apportion.service.events import add_event
 from apportion.service.loading import capacities, load_tree, parents_of
 from apportion.service.views import org_view, reservation_view, team_view
+from apportion.store.db import Session
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo
 

@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.engine.apply import Applied, apply_plan
 from apportion.engine.plan import DecisionKind, Plan
@@ -29,6 +27,7 @@ from apportion.service.lease import Lease
 from apportion.service.metrics import Metrics
 from apportion.service.snapshots import Loaded
 from apportion.store import codec
+from apportion.store.db import Session
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
 from apportion.store.repos import workloads as wl_repo

@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.cluster import DEFAULT_GPU_MEMORY_MIB, Packing, Pool
 from apportion.domain.errors import NotFound
 from apportion.domain.host import parse_cpu, parse_memory_mib
@@ -20,6 +18,7 @@ from apportion.service.insights import held
 from apportion.service.loading import load_tree, node_capacity
 from apportion.service.views import gpus, node_view, pool_view
 from apportion.store import codec
+from apportion.store.db import Session
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
 from apportion.store.repos import workloads as wl_repo

@@ -15,14 +15,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.quantities import parse_gpu_request
 from apportion.engine.waiting_order import WaitingQueue
 from apportion.service.authz import require_reader
 from apportion.service.context import Ctx
 from apportion.service.insights import event_teams, held
 from apportion.service.views import workload_view
+from apportion.store.db import Session
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import security as sec_repo
 from apportion.store.repos import workloads as wl_repo

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.errors import NotFound
 from apportion.service.authz import deny, visible_teams
 from apportion.service.context import Ctx, Role
@@ -21,6 +19,7 @@ from apportion.service.views import (
     token_view,
 )
 from apportion.store import db
+from apportion.store.db import Session
 from apportion.store.repos import audit as audit_repo
 from apportion.store.repos import events as ev_repo
 from apportion.store.repos import orgs as repo

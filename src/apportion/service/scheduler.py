@@ -22,8 +22,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from sqlalchemy.orm import Session
-
 from apportion.engine.apply import Applied
 from apportion.engine.plan import Plan
 from apportion.service.cycle_runner import CycleRunner
@@ -35,7 +33,7 @@ from apportion.service.metrics import Metrics
 from apportion.service.plan_committer import CycleOutcome as CycleOutcome
 from apportion.service.plan_committer import PlanCommitter
 from apportion.service.snapshots import Loaded, StateCache
-from apportion.store.db import Database
+from apportion.store.db import Database, Session
 
 __all__ = ["LEASE", "CycleOutcome", "Scheduler", "_run", "default_holder"]
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.lifecycle import Exiting, WorkloadState
 from apportion.engine.snapshot import Snapshot
 from apportion.service import devices
 from apportion.service.devices import IDENTITY, DeviceMap
 from apportion.service.loading import load_tree
 from apportion.store import codec
+from apportion.store.db import Session
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo
 

@@ -18,8 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.orm import Session
-
+from apportion.store.db import Session
 from apportion.store.repos import workloads as wl_repo
 
 PLACED = ("Starting", "Running")

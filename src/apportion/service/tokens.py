@@ -12,8 +12,6 @@ import threading
 import time
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.errors import NotFound, ValidationError, did_you_mean
 from apportion.domain.org import validate_slug
 from apportion.service import audit
@@ -21,7 +19,7 @@ from apportion.service.authz import require_admin
 from apportion.service.context import Actor, Ctx, Role
 from apportion.service.errors import Unauthenticated
 from apportion.service.views import org_view, token_view
-from apportion.store.db import Database
+from apportion.store.db import Database, Session
 from apportion.store.repos import orgs as org_repo
 from apportion.store.repos import security as sec_repo
 

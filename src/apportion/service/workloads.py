@@ -6,8 +6,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from apportion.domain.errors import NotFound, ValidationError, did_you_mean
 from apportion.domain.lifecycle import Status, submitted, transition
 from apportion.domain.workload import WorkloadSpec
@@ -28,6 +26,7 @@ from apportion.service.pools import team_capacity_views
 from apportion.service.records import WorkloadRecord
 from apportion.service.views import event_view, workload_view
 from apportion.store import codec
+from apportion.store.db import Session
 from apportion.store.repos import events as ev_repo
 from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo

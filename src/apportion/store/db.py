@@ -27,8 +27,15 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
+
+#: what the service layer may know of SQLAlchemy: the transaction it is handed
+#: and the error of a unique key taken by a concurrent writer (import-linter
+#: forbids service modules any other import of sqlalchemy)
+__all__ = ["Database", "IntegrityError", "Session", "alembic_config", "make_disposable_engine",
+           "normalize_url", "ping"]
 
 
 def normalize_url(url: str) -> str:

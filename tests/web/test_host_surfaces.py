@@ -94,3 +94,19 @@ def test_the_pool_map_shows_host_cpu_and_memory_in_use_per_node(any_site: Site) 
         assert f"CPU {4 * pods}/{allocatable} · memory {used_memory}/{memory_all}" in block
     n3 = page.split('data-node="n3"', 1)[1].split('<div class="devs">', 1)[0]
     assert 'data-k="host"' not in n3
+
+
+def test_the_pool_map_says_how_the_pool_packs(site: Site) -> None:
+    def packing_line() -> str:
+        page = html.unescape(site.as_admin().get("/pools/main").text)
+        return page.split('data-k="packing">', 1)[1].split("</p>", 1)[0]
+
+    assert "<b>fragmentation</b>" in packing_line()
+    assert "a pod taking a whole node" in packing_line()  # the default prior
+    site.api.patch("/v1/pools/main", headers=bearer(ADMIN_TOKEN), json={
+        "typical_pods": [{"gpus": 8}, {"gpus": 0.5, "count": 4}]}).raise_for_status()
+    assert "its typical pods (8 GPUs × 1, 0.5 GPUs × 4)" in packing_line()
+    site.api.patch("/v1/pools/main", headers=bearer(ADMIN_TOKEN),
+                   json={"packing": "best_fit"}).raise_for_status()
+    assert packing_line() == ("Packing <b>best_fit</b>: the node with the least room that "
+                              "still fits.")

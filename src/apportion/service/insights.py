@@ -226,7 +226,8 @@ def map_nodes(session: Session, org_id: int, pool: str) -> list[dict[str, Any]]:
 
 
 def pool_topology(session: Session, org_id: int, pool: str) -> dict[str, Any]:
-    """``{"name", "topology"}`` of a pool (NotFound if it does not exist), without
-    reading its nodes."""
+    """``{"name", "topology", "packing", "typical_pods"}`` of a pool (NotFound if
+    it does not exist), without reading its nodes."""
     row = org_repo.get_pool(session, org_id, pool)
-    return {"name": row.name, "topology": list(row.topology or [])}
+    return {"name": row.name, "topology": list(row.topology or []),
+            "packing": row.packing or "fragmentation", "typical_pods": row.typical_pods}

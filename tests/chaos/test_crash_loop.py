@@ -31,6 +31,7 @@ import httpx
 import pytest
 
 from tests.api.test_processes import H, _port, org_with_node, server
+from tests.chaos.figures import record
 from tests.pgfixture import backend_url, pg_server  # noqa: F401
 from tests.timing import wait_until
 
@@ -154,10 +155,11 @@ def test_crash_loop_loses_and_doubles_nothing(backend_url: str) -> None:  # noqa
         wait_until(lambda: not [w for w in _all(c).values() if w["status"] == "Pending"],
                    timeout=60, what="every Pending workload routed")
     counts = ledger.counts
-    print(f"crash loop: {counts['server killed']} SIGKILLs, "
-          f"{counts['submission acknowledged']} submissions acknowledged "
-          f"({counts['answered by a replay']} by a replay), "
-          f"{counts['submission retried']} retries, {len(ledger.cancelled)} cancels "
-          f"acknowledged, 0 lost, 0 doubled")
+    record("2. crash loop", "postgresql" if "postgresql" in backend_url else "sqlite",
+           f"{counts['server killed']} SIGKILLs, {counts['submission acknowledged']} "
+           f"submissions acknowledged ({counts['answered by a replay']} by a replay), "
+           f"{counts['submission retried']} retries, {len(ledger.cancelled)} cancels "
+           f"acknowledged; 0 lost, 0 stored twice", killed=counts["server killed"],
+           acknowledged=counts["submission acknowledged"], lost=0, doubled=0)
     assert counts["server killed"] == RESTARTS
     assert counts["submission retried"] > 0  # the kills hit requests in flight

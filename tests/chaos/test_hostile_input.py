@@ -22,6 +22,7 @@ from apportion.service.control import ControlPlane
 from apportion.service.settings import Settings
 from tests.api.conftest import ADMIN_TOKEN, Api, bearer
 from tests.api.conftest import api as api
+from tests.chaos.figures import record
 from tests.netutil import bound_socket, port_of
 from tests.pgfixture import backend_url, pg_server  # noqa: F401
 from tests.timing import wait_until
@@ -163,6 +164,8 @@ def test_an_oversized_body_is_refused_and_nothing_is_stored(live: Live) -> None:
         assert r.status_code == 413, r.text
     assert _refusals(live) == ["413", "413"]  # refused before authentication: no org
     assert _stored(live) == 0
+    record("6. hostile input", "sqlite", "a body over the limit (declared, and chunked): 413 "
+           "twice, audited; 0 stored", refused=2, stored=0)
 
 
 def test_a_slow_client_is_cut_off_and_does_not_hold_up_others(live: Live) -> None:
@@ -188,3 +191,5 @@ def test_a_slow_client_is_cut_off_and_does_not_hold_up_others(live: Live) -> Non
     assert waited >= 0.9  # the configured second without a byte, not an instant refusal
     assert _refusals(live) == ["408"]
     assert _stored(live) == 0
+    record("6. hostile input", "sqlite", f"a slow-loris body: 408 after {waited:.1f} s, "
+           "audited, other clients served meanwhile; 0 stored", refused=1, stored=0)

@@ -40,6 +40,7 @@ from hypothesis.stateful import (
 
 from apportion.domain.lifecycle import ALLOWED, Status
 from tests.api.conftest import Api, make_api
+from tests.chaos.figures import record
 from tests.pgfixture import PgServer, pg_server  # noqa: F401
 
 pytestmark = pytest.mark.chaos
@@ -294,13 +295,17 @@ class Commands(RuleBasedStateMachine):
                 wid, stored["attempt"], stored["status"], dict(by_attempt))
 
 
-def _run(url_of: Callable[[], tuple[str, Callable[[], None]]]) -> None:
+def _run(url_of: Callable[[], tuple[str, Callable[[], None]]], backend: str) -> None:
     seen: dict[str, int] = defaultdict(int)
     machine = type("CommandsOn", (Commands,), {"url_of": staticmethod(url_of), "seen": seen})
     run_state_machine_as_test(machine, settings=settings(
         max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True,
         suppress_health_check=list(HealthCheck), database=None))
-    print(f"model commands, {EXAMPLES} examples of up to {STEPS} steps: {dict(seen)}")
+    record("1. model-based commands", backend,
+           f"{EXAMPLES} sequences of up to {STEPS} steps, {seen['checks']} states checked, "
+           f"{seen['submitted']} submissions, {seen['restarts']} server restarts; reached "
+           f"{seen['Running']} Running, {seen['Preempted']} Preempted, {seen['Failed']} Failed, "
+           f"{seen['Cancelled']} Cancelled; 0 invariants broken", **dict(seen))
     # the premise: the sequences reached what the checks are about
     for what in ("Running", "Preempted", "Completed", "Failed", "Cancelled", "restarts"):
         assert seen[what] > 0, f"{what} never reached: {dict(seen)}"
@@ -311,7 +316,7 @@ def test_model_commands_on_sqlite() -> None:
         folder = tempfile.TemporaryDirectory(prefix="apportion-chaos-")
         return f"sqlite:///{folder.name}/apportion.db", folder.cleanup
 
-    _run(url_of)
+    _run(url_of, "sqlite")
 
 
 def test_model_commands_on_postgresql(pg_server: PgServer) -> None:  # noqa: F811
@@ -319,5 +324,4 @@ def test_model_commands_on_postgresql(pg_server: PgServer) -> None:  # noqa: F81
         url = pg_server.create_database()
         return url, lambda: pg_server.drop_database(url)
 
-    _run(url_of)
-
+    _run(url_of, "postgresql")

@@ -26,6 +26,7 @@ from sqlalchemy import text
 
 from apportion.store.db import make_disposable_engine
 from tests.api.test_processes import H, _leader, _port, org_with_node, server
+from tests.chaos.figures import record
 from tests.pgfixture import PgServer, pg_server  # noqa: F401
 from tests.timing import wait_until
 
@@ -107,5 +108,7 @@ def test_a_frozen_leader_never_commits_after_its_successor(
     assert all(len(h) == 1 for h in owners.values()), owners
     assert frozen_rounds == ROUNDS
     assert len(owners) >= ROUNDS + 1  # the lease changed hands in every round
-    print(f"split brain: {ROUNDS} leaders frozen past a 1 s lease, {len(owners)} fencing "
-          f"tokens, {len(cycles)} cycles committed, 0 out of order")
+    record("3. split brain (processes)", "postgresql",
+           f"{ROUNDS} leaders SIGSTOPped past a 1 s lease, {len(owners)} fencing tokens, "
+           f"{len(cycles)} cycles committed; 0 out of order, each token one process",
+           rounds=ROUNDS, tokens=len(owners), cycles=len(cycles), out_of_order=0)

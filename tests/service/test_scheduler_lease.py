@@ -24,6 +24,7 @@ from apportion.store.db import Database
 from apportion.store.models import CycleRow
 from apportion.store.repos import security as sec_repo
 from apportion.store.repos import workloads as wl_repo
+from tests.chaos.figures import record
 from tests.timing import wait_until
 
 
@@ -263,6 +264,9 @@ def test_a_frozen_leader_s_plan_is_refused_every_round(world: World) -> None:
         assert world.statuses()[wid] == "Starting"
         clock.now += 11  # the new leader's lease runs out before the next round
     assert refused == 50
+    record("3. split brain (in process)", world.db.backend,
+           f"50 frozen leaders committed their stale plan; {refused} refused by the fencing "
+           f"token", attempted=50, refused=refused)
     with world.db.read() as s:
         cycles = sec_repo.list_cycles(s, world.org_id)
     tokens = [c.fencing_token for c in cycles]

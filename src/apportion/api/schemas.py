@@ -590,6 +590,15 @@ class Victim(BaseModel):
     gpus: Gpus
 
 
+class VictimRead(BaseModel):
+    """A workload this one preempted (one entry per attempt it ended)."""
+
+    workload_id: int
+    name: str | None = Field(description="null where the caller may not read its team")
+    team: str
+    attempt: int
+
+
 class DryRunRead(BaseModel):
     pool: str | None
     starts_now: bool

@@ -22,6 +22,7 @@ from apportion.cli.output import (
     stdout,
 )
 from apportion.cli.watch import workload_events
+from apportion.cli.workloads_describe import describe
 from apportion.cli.workloads_why import logs, why
 from apportion.client import TERMINAL_STATUSES, ApportionClient, paginate
 
@@ -37,6 +38,7 @@ TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Stop watchi
 
 app.command("why")(why)
 app.command("logs")(logs)
+app.command("describe")(describe)
 
 
 def register(root: typer.Typer) -> None:

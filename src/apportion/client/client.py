@@ -86,6 +86,11 @@ class ApportionClient(AdminEndpoints):
             if deadline is not None and time.monotonic() > deadline:
                 return
 
+    def workload_victims(self, workload_id: int) -> list[dict[str, Any]]:
+        """The workloads this one preempted: ``[{workload_id, name, team, attempt}]``."""
+        data: list[dict[str, Any]] = self.data("GET", f"/v1/workloads/{_seg(workload_id)}/victims")
+        return data
+
     def why_workload(self, workload_id: int) -> dict[str, Any]:
         """``{"workload_id", "status", "reason": {"code", "message"} | None, "explanation"}``."""
         return self.obj("GET", f"/v1/workloads/{_seg(workload_id)}/why")

@@ -9,7 +9,7 @@ from typing import Any
 from apportion.domain.errors import NotFound, ValidationError, did_you_mean
 from apportion.domain.lifecycle import Status, submitted, transition
 from apportion.domain.workload import WorkloadSpec
-from apportion.service import audit
+from apportion.service import audit, insights
 from apportion.service.authz import (
     Parents,
     deny,
@@ -208,6 +208,17 @@ def why(session: Session, ctx: Ctx, workload_id: int) -> dict[str, Any]:
             text += f", preempted by workload {row.preempted_by}"
     return {"workload_id": row.id, "status": row.status, "reason": reason, "explanation": text,
             "fair_share": _fair_share(session, row)}
+
+
+def victims(session: Session, ctx: Ctx, workload_id: int) -> list[dict[str, Any]]:
+    """The workloads ``workload_id`` preempted, one entry per attempt it ended
+    (``{workload_id, name, team, attempt}``); the name only where the caller may
+    read the victim's team, as the workload list hides the others."""
+    get(session, ctx, workload_id)  # the caller may read this workload
+    _parents, teams = _visible(session, ctx)
+    return [{"workload_id": v["id"], "team": v["team"], "attempt": v["attempt"],
+             "name": v["name"] if teams is None or v["team"] in teams else None}
+            for v in insights.victims_of(session, ctx.org_id, workload_id)]
 
 
 def _fair_share(session: Session, row: WorkloadRecord) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from apportion.service import cursors, insights
+from apportion.service import cursors
 from apportion.service import logs as logs_svc
 from apportion.service import workloads as svc
 from apportion.service.authz import require_cancel
@@ -145,7 +145,7 @@ def workload(request: Request, sess: SessionDep, workload_id: str) -> Response:
         return {"nav": "workloads", "w": w, "fig": row_figures(w, time.time()),
                 "events": _timeline(s, sess.ctx, wid),
                 "why": svc.why(s, sess.ctx, wid),
-                "victims": insights.victims_of(s, sess.ctx.org_id, wid),
+                "victims": svc.victims(s, sess.ctx, wid),
                 "can_cancel": _can_cancel(sess.ctx, parents, w)}
 
     return page(request, sess, "workload.html", build)

@@ -24,6 +24,7 @@ from apportion.api.schemas import (
     DryRunRead,
     Envelope,
     EventRead,
+    VictimRead,
     WhyRead,
     WorkloadCreate,
     WorkloadRead,
@@ -105,6 +106,12 @@ def workload_events(request: Request, ctx: CtxDep, page: PageDep, workload_id: W
                     ) -> dict[str, Any]:
     res = read(request, lambda s: svc.events(s, ctx, workload_id, page.after, page.limit))
     return envelope(request, res.items, next_after=res.next_after, total=res.total)
+
+
+@router.get("/workloads/{workload_id}/victims", response_model=Envelope[list[VictimRead]])
+def victims(request: Request, ctx: CtxDep, workload_id: WorkloadId) -> dict[str, Any]:
+    """The workloads this one preempted (SPEC 6.5), one entry per attempt it ended."""
+    return envelope(request, read(request, lambda s: svc.victims(s, ctx, workload_id)))
 
 
 @router.get("/workloads/{workload_id}/why", response_model=Envelope[WhyRead])

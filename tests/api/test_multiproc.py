@@ -5,14 +5,18 @@ revoked through one process is refused at once by the others."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import statistics
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.api.test_processes import H, _port, server
+from tests.api.test_processes import H, _count, _port, server
 from tests.pgfixture import PgServer
 from tests.timing import wait_until
 
@@ -95,3 +99,87 @@ def test_a_token_revoked_through_one_process_is_refused_by_another_at_once(
     print(f"\nDELETE /tokens/{{id}} with two processes: median "
           f"{statistics.median(took) * 1000:.1f} ms, max {max(took) * 1000:.1f} ms")
 
+
+def test_workers_are_refused_on_sqlite_and_below_one(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from apportion.cli.main import app
+
+    env = {"APPORTION_DATABASE_URL": f"sqlite:///{tmp_path}/one.db"}
+    refused = CliRunner().invoke(app, ["server", "--workers", "2"], env=env)
+    assert refused.exit_code == 2
+    assert "--workers 2 needs PostgreSQL" in refused.output
+    assert not (tmp_path / "one.db").exists()  # refused before touching the database
+    zero = CliRunner().invoke(app, ["server", "--workers", "0"], env={**env, "COLUMNS": "200"})
+    assert zero.exit_code == 2
+    assert "Invalid value for '--workers'" in zero.output
+
+
+def _health(port: int) -> dict[str, Any] | None:
+    try:
+        # a new connection each time: the kernel hands it to one of the workers
+        with httpx.Client(timeout=5) as c:
+            body: dict[str, Any] = c.get(f"http://127.0.0.1:{port}/healthz").json()
+            return body
+    except httpx.HTTPError:
+        return None
+
+
+def _workers_seen(port: int, tries: int = 60) -> dict[int, bool]:
+    """pid -> leads, of the workers that answered ``tries`` fresh connections."""
+    seen: dict[int, bool] = {}
+    for _ in range(tries):
+        h = _health(port)
+        if h is not None:
+            seen[h["process"]["pid"]] = h["scheduler"]["leader"]
+    return seen
+
+
+@pytest.mark.slow
+def test_two_workers_on_one_port_one_schedules_and_the_other_takes_over(
+        pg_server: PgServer) -> None:
+    """``--workers 2``: both answer on the port, exactly one leads; SIGKILL the
+    leader and the other takes the lease within the TTL while the parent starts the
+    dead one again; submissions through either are scheduled."""
+    url = pg_server.create_database()
+    port = _port()
+    base = f"http://127.0.0.1:{port}/v1"
+    with server(url, port, "--workers", "2", APPORTION_LEASE_TTL="2") as parent, \
+            httpx.Client(base_url=base, headers=H, timeout=30) as c:
+        seen = wait_until(lambda: (s := _workers_seen(port)) and len(s) == 2
+                          and sum(s.values()) == 1 and s, timeout=30,
+                          what="two workers answering, one leading")
+        assert parent.pid not in seen
+        assert all(h["process"]["notify"] == "listening"
+                   for h in filter(None, (_health(port) for _ in range(4))))
+        c.post("/pools", json={"name": "main"}).raise_for_status()
+        c.post("/teams", json={"slug": "t"}).raise_for_status()
+        agent = c.post("/tokens", json={"name": "ag", "role": "agent", "pool": "main"})
+        agent_h = {"Authorization": f"Bearer {agent.json()['data']['token']}"}
+        c.post("/agent/heartbeat", headers=agent_h,
+               json={"nodes": [{"name": "n1", "gpus": 64}]}).raise_for_status()
+        for i in range(10):  # over fresh connections: through both workers
+            with httpx.Client(base_url=base, headers=H, timeout=30) as fresh:
+                fresh.post("/workloads", json={"name": f"w{i}", "team": "t", "gpus": 1}
+                           ).raise_for_status()
+        wait_until(lambda: _count(base, "Starting") == 10, timeout=20,
+                   what="10 workloads started")
+        leader = next(pid for pid, leads in seen.items() if leads)
+        other = next(pid for pid, leads in seen.items() if not leads)
+        os.kill(leader, signal.SIGKILL)
+        killed_at = time.monotonic()
+        wait_until(lambda: _workers_seen(port, 10).get(other) is True, timeout=10,
+                   what="the other worker to take the lease")
+        took = time.monotonic() - killed_at
+        print(f"\nsecond worker led {took:.1f} s after the leader's SIGKILL (lease TTL 2 s)")
+        for i in range(10, 20):
+            with httpx.Client(base_url=base, headers=H, timeout=30) as fresh:
+                fresh.post("/workloads", json={"name": f"w{i}", "team": "t", "gpus": 1}
+                           ).raise_for_status()
+        wait_until(lambda: _count(base, "Starting") == 20, timeout=20,
+                   what="20 workloads started")
+        # the parent started the killed worker again: two workers answer once more
+        wait_until(lambda: len(_workers_seen(port).keys() - {leader}) == 2, timeout=60,
+                   what="the killed worker started again")
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(30) == 0

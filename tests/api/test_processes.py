@@ -33,12 +33,13 @@ def _port() -> int:
 
 
 @contextmanager
-def server(url: str, port: int, **extra_env: str) -> Iterator[subprocess.Popen[bytes]]:
+def server(url: str, port: int, *args: str, **extra_env: str
+           ) -> Iterator[subprocess.Popen[bytes]]:
     env = {**os.environ, "APPORTION_DATABASE_URL": url, "APPORTION_BOOTSTRAP_TOKEN": TOKEN,
            "APPORTION_CYCLE_INTERVAL": "0.2", "APPORTION_RATE_LIMIT": "0", **extra_env}
     proc = subprocess.Popen(
         [sys.executable, "-c", "from apportion.cli.main import main; main()", "server",
-         "--port", str(port), "--log-level", "warning"],
+         "--port", str(port), "--log-level", "warning", *args],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         # Bounded, and generous: a server's start (imports, migrations) took over 30 s

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from apportion.service.settings import Settings
 
 
 def server(
@@ -21,6 +24,10 @@ def server(
         bool, typer.Option("--no-scheduler", help="Serve the API only; run no scheduler loop.")
     ] = False,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+    workers: Annotated[
+        int, typer.Option(min=1, help="Server processes on the port (PostgreSQL only when "
+                                      "more than 1); one of them schedules, by lease.")
+    ] = 1,
 ) -> None:
     """Start the apportion control plane: web dashboard on /, REST API on /v1, /docs, /metrics."""
     import uvicorn
@@ -35,6 +42,9 @@ def server(
     if no_scheduler:
         overrides["run_scheduler"] = False
     settings = Settings.from_env(**overrides)
+    if workers > 1:
+        _serve_workers(settings, workers, host, port, log_level)
+        return
     from apportion.domain.errors import ApportionError
 
     control = ControlPlane(settings)
@@ -43,23 +53,59 @@ def server(
     except ApportionError as exc:
         print(f"apportion server: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
-    if control.bootstrap_token and settings.bootstrap_token:
-        print(f"apportion: created organization {settings.bootstrap_org!r} with the org_admin "
-              "token from APPORTION_BOOTSTRAP_TOKEN", file=sys.stderr, flush=True)
-    elif control.bootstrap_token:
-        print(
-            "apportion: created organization "
-            f"{settings.bootstrap_org!r}; its org_admin token (shown once):\n"
-            f"  {control.bootstrap_token}",
-            file=sys.stderr,
-            flush=True,
-        )
+    _announce(settings.bootstrap_org, control.bootstrap_token, bool(settings.bootstrap_token))
     app = create_app(control=control)
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level.lower(),
                     access_log=log_level.lower() == "debug")
     finally:
         control.stop()
+
+
+def _announce(org: str, token: str | None, from_env: bool) -> None:
+    if token and from_env:
+        print(f"apportion: created organization {org!r} with the org_admin "
+              "token from APPORTION_BOOTSTRAP_TOKEN", file=sys.stderr, flush=True)
+    elif token:
+        print(f"apportion: created organization {org!r}; its org_admin token (shown once):\n"
+              f"  {token}", file=sys.stderr, flush=True)
+
+
+def _serve_workers(settings: Settings, workers: int, host: str, port: int,
+                   log_level: str) -> None:
+    """``--workers N``: migrate and bootstrap here once, then N processes on one socket."""
+    import uvicorn
+
+    from apportion.cli.server_workers import Supervisor
+    from apportion.domain.errors import ApportionError
+    from apportion.service.tokens import bootstrap
+    from apportion.store.db import Database
+
+    db = Database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous,
+                  pg_idle_timeout=settings.pg_idle_timeout)
+    if db.is_sqlite:
+        db.dispose()
+        print(f"apportion server: --workers {workers} needs PostgreSQL: SQLite takes one "
+              "writer process (the others would wait on its lock, and streams and token "
+              "revocations would not reach them at once); use --workers 1, or set "
+              "APPORTION_DATABASE_URL / --database-url to a postgresql:// URL",
+              file=sys.stderr)
+        raise typer.Exit(2)
+    try:
+        db.migrate()
+        token = bootstrap(db, settings.bootstrap_org, settings.bootstrap_token)
+    except ApportionError as exc:
+        print(f"apportion server: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    finally:
+        db.dispose()
+    _announce(settings.bootstrap_org, token, bool(settings.bootstrap_token))
+    sock = uvicorn.Config("apportion", host=host, port=port).bind_socket()
+    try:
+        code = Supervisor(settings, workers, sock, log_level).run()
+    finally:
+        sock.close()
+    raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

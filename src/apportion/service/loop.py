@@ -4,6 +4,11 @@
 Per wake-up: take or renew the lease; if leader, sweep silent agents, then
 run cycles for every organization until a cycle changes nothing (at most
 ``MAX_CYCLES`` in a row, so a busy org cannot starve the others).
+
+Every server process runs this loop; only the lease holder commits. A process
+that does not hold the lease (a standby) ignores pokes and wakes on its timer
+only, for one short transaction that finds the lease held; on PostgreSQL the
+leader is poked by the ``NOTIFY`` of a change committed through any process.
 """
 
 from __future__ import annotations
@@ -49,7 +54,11 @@ class SchedulerLoop:
         return self.scheduler.token is not None
 
     def poke(self) -> None:
-        self._wake.set()
+        # A standby cannot schedule, and each of its tries for the lease locks the
+        # row every commit of the leader checks: it tries on its timer only
+        # (every min(cycle interval, TTL / 3)), however many changes it hears of.
+        if self.is_leader:
+            self._wake.set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="apportion-scheduler",

@@ -26,8 +26,11 @@ from apportion.store.repos import security as sec_repo
 PREFIX = "apt_"
 TOKEN_RE = re.compile(r"^apt_([a-z0-9]{12})_([A-Za-z0-9_-]{20,128})$")
 _ALPHABET = string.ascii_lowercase + string.digits
-#: How long a verified token is trusted without a database read (revocations
-#: made through this server take effect at once; others within this time).
+#: How long a verified token is trusted without a database read. Revocations
+#: made through this process take effect at once; on PostgreSQL so do those of
+#: other processes (their ``NOTIFY`` clears the entry, and while this process is
+#: not listening the cache is not used); on SQLite another process's revocation
+#: takes effect within this time.
 CACHE_SECONDS = 5.0
 
 
@@ -70,15 +73,30 @@ class TokenVerifier:
         self.db = db
         self._cache: dict[str, tuple[float, Actor, float | None]] = {}
         self._lock = threading.Lock()
+        #: bumped by every forget: a verification that read the token before a
+        #: revocation must not put it into the cache after the revocation's forget
+        self._generation = 0
+        #: False: verify every request against the database (set while a PostgreSQL
+        #: process is not listening for revocations of other processes)
+        self.use_cache = True
 
     def forget(self, token_id: str) -> None:
         with self._lock:
+            self._generation += 1
             for key in [k for k, (_t, a, _e) in self._cache.items() if a.token_id == token_id]:
                 del self._cache[key]
+
+    def clear(self) -> None:
+        """Forget every cached token (revocations may have been missed)."""
+        with self._lock:
+            self._generation += 1
+            self._cache.clear()
 
     def cached(self, token: str) -> Actor | None:
         """The actor of a recently verified token, without touching the database
         (None: call :meth:`verify`)."""
+        if not self.use_cache:
+            return None
         now = time.time()
         with self._lock:
             hit = self._cache.get(token)
@@ -92,6 +110,8 @@ class TokenVerifier:
             return hit
         now = time.time()
         token_id, secret = parse_token(token)
+        with self._lock:
+            generation = self._generation
         with self.db.read() as session:
             row = sec_repo.get_token(session, token_id)
             if row is None or not hmac.compare_digest(row.secret_hash, _hash(secret)):
@@ -110,7 +130,8 @@ class TokenVerifier:
         with self._lock:
             if len(self._cache) > 10_000:
                 self._cache.clear()
-            self._cache[token] = (now + CACHE_SECONDS, actor, expires)
+            if self.use_cache and generation == self._generation:
+                self._cache[token] = (now + CACHE_SECONDS, actor, expires)
         return actor
 
 
@@ -151,6 +172,11 @@ def create_token(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, 
     )
     audit.record(session, ctx, "token.create", f"token/{view['id']}", after=view)
     return {**view, "token": token}
+
+
+def is_revoked(session: Session, token_id: str) -> bool:
+    row = sec_repo.get_token(session, token_id)
+    return row is not None and row.revoked_at is not None
 
 
 def revoke_token(session: Session, ctx: Ctx, token_id: str) -> dict[str, Any]:

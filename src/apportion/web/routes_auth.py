@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from starlette.concurrency import run_in_threadpool
 
 from apportion.service import audit
+from apportion.service.changes import events_topic
 from apportion.service.errors import Unauthenticated
 from apportion.service.insights import last_event_id
 from apportion.web import session as web_session
@@ -18,7 +19,7 @@ from apportion.web.deps import FormDep, SessionDep
 from apportion.web.render import form_of, render, safe_next
 
 router = APIRouter()
-#: how often the live stream looks for new events
+#: how often the live stream looks for new events where no NOTIFY wakes it (SQLite)
 POLL_SECONDS = 0.25
 #: a burst of changes is sent as one signal once it has been quiet this long...
 QUIET_SECONDS = 0.3
@@ -78,7 +79,9 @@ async def live(request: Request, sess: SessionDep) -> StreamingResponse:
     new events in the organization (debounced here, so a busy scheduler costs
     each page at most about one refresh a second)."""
     db = web_session.control(request).db
+    changes = web_session.control(request).changes
     org_id = sess.ctx.org_id
+    topics = (events_topic(org_id),)
 
     def newest(after: int) -> int:
         with db.read() as s:
@@ -90,6 +93,7 @@ async def live(request: Request, sess: SessionDep) -> StreamingResponse:
         seen, sent_at = start, time.monotonic()
         yield "retry: 1000\n\n"
         while not await request.is_disconnected():
+            mark = changes.mark(topics)
             latest = await run_in_threadpool(newest, seen)
             if latest > seen:
                 first = time.monotonic()
@@ -104,7 +108,7 @@ async def live(request: Request, sess: SessionDep) -> StreamingResponse:
             elif time.monotonic() - sent_at > KEEPALIVE_SECONDS:
                 sent_at = time.monotonic()
                 yield ": keep-alive\n\n"
-            await asyncio.sleep(POLL_SECONDS)
+            await changes.wait(topics, mark, POLL_SECONDS)
 
     return StreamingResponse(gen(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -1,9 +1,10 @@
 """The event feed: a paginated list and a Server-Sent Events stream that
-resumes from ``Last-Event-ID``."""
+resumes from ``Last-Event-ID``. The stream reads again when the organization's
+events change (on PostgreSQL: woken by ``NOTIFY`` from any server process), else
+every 0.5 s (``service/changes.py``)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -18,9 +19,9 @@ from apportion.api.deps import BadParam, CtxDep, PageDep, capture_response, enve
 from apportion.api.schemas import Envelope, EventRead
 from apportion.domain import limits
 from apportion.service import reads
+from apportion.service.changes import events_topic
 
 router = APIRouter(tags=["events"], dependencies=[Depends(capture_response)])
-POLL_SECONDS = 0.5
 KEEPALIVE_SECONDS = 15.0
 
 
@@ -58,6 +59,8 @@ async def stream_events(
         raise BadParam("Last-Event-ID", f"{raw!r} is not an event id",
                        f"an integer 0..{limits.MAX_INT64}")
     db = request.app.state.control.db
+    changes = request.app.state.control.changes
+    topics = (events_topic(ctx.org_id),)
 
     def fetch(after: int) -> list[dict[str, Any]]:
         with db.read() as s:
@@ -70,6 +73,7 @@ async def stream_events(
         quiet_since = time.monotonic()
         yield "retry: 2000\n\n"
         while True:
+            mark = changes.mark(topics)
             batch = await run_in_threadpool(fetch, after)
             for ev in batch:
                 after = ev["id"]
@@ -85,7 +89,7 @@ async def stream_events(
             if time.monotonic() - quiet_since > KEEPALIVE_SECONDS:
                 quiet_since = time.monotonic()
                 yield ": keep-alive\n\n"
-            await asyncio.sleep(POLL_SECONDS)
+            await changes.wait(topics, mark)
 
     return StreamingResponse(gen(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

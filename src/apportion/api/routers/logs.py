@@ -1,9 +1,11 @@
 """Workload logs: agents append (``POST /agent/logs``), users read and follow
-(``GET /workloads/{id}/logs``). See ``service/logs.py`` for the storage rules."""
+(``GET /workloads/{id}/logs``). See ``service/logs.py`` for the storage rules.
+A follower reads again when the workload's log chunks or its organization's
+events change (on PostgreSQL: woken by ``NOTIFY`` from any server process), else
+every 0.5 s (``service/changes.py``)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -24,9 +26,9 @@ from apportion.api.schemas import Envelope
 from apportion.api.schemas_agent import LogChunk, LogChunkRead
 from apportion.domain import limits
 from apportion.service import logs as svc
+from apportion.service.changes import events_topic, logs_topic
 
 router = APIRouter(tags=["logs"], dependencies=[Depends(capture_response)])
-POLL_SECONDS = 0.5
 
 
 @router.post("/agent/logs", response_model=Envelope[LogChunkRead], tags=["agent"])
@@ -81,6 +83,10 @@ async def workload_logs(
         with db.read() as s:
             return svc.read(s, ctx, workload_id, number, pod, offsets, limit)
 
+    changes = request.app.state.control.changes
+    # new output, or the end of the attempt (its status change writes an event)
+    topics = (logs_topic(workload_id), events_topic(ctx.org_id))
+    first_mark = changes.mark(topics)
     first = await run_in_threadpool(fetch, {pod or 0: offset}, attempt)
     if offset and pod is None and first.pods > 1:
         raise BadParam("offset", "an offset needs one pod", "offset with pod=<index>")
@@ -95,6 +101,7 @@ async def workload_logs(
 
     async def gen() -> AsyncIterator[bytes]:
         current = first
+        mark = first_mark
         while True:
             out = b"".join(prefix.feed(p, data) for p, data, _ in current.parts)
             if out:
@@ -107,7 +114,8 @@ async def workload_logs(
             if not got_bytes:
                 if await request.is_disconnected():
                     return
-                await asyncio.sleep(POLL_SECONDS)
+                await changes.wait(topics, mark)
+            mark = changes.mark(topics)
             current = await run_in_threadpool(fetch, offsets, current.attempt)
         tail = prefix.flush()
         if tail:

@@ -101,9 +101,15 @@ def token_self(request: Request, ctx: CtxDep) -> dict[str, Any]:
 
 @router.delete("/tokens/{token_id}", response_model=Envelope[TokenRead], tags=["tokens"])
 def revoke_token(request: Request, ctx: CtxDep, token_id: str) -> dict[str, Any]:
-    response = command(request, ctx, None, lambda s: tok.revoke_token(s, ctx, token_id),
-                       poke=False)
-    request.app.state.control.tokens.forget(token_id)
+    revoked_now: list[bool] = []
+
+    def revoke(s: Session) -> dict[str, Any]:
+        revoked_now.append(not tok.is_revoked(s, token_id))
+        return tok.revoke_token(s, ctx, token_id)
+
+    response = command(request, ctx, None, revoke, poke=False)
+    # answer once every server process has dropped the token from its cache
+    request.app.state.control.token_changed(token_id, wait=revoked_now[-1])
     return response
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -24,6 +25,9 @@ def healthz(request: Request) -> JSONResponse:
         status.update(status="degraded", database=f"error: {type(exc).__name__}")
     status["scheduler"] = {"leader": cp.loop.is_leader,
                            "last_cycle_at": iso(cp.loop.last_cycle_at)}
+    # which server process answered (several share a port or a load balancer), and
+    # whether it hears other processes' changes at once (PostgreSQL LISTEN) or polls
+    status["process"] = {"pid": os.getpid(), "notify": cp.notify_state}
     return JSONResponse(status, status_code=200 if status["status"] == "ok" else 503)
 
 

@@ -15,7 +15,7 @@ from apportion.domain.workload import WorkloadClass
 STATUSES = tuple(s.value for s in Status)
 CLASSES = tuple(c.value for c in WorkloadClass)
 NODE_STATES = ("ready", "cordoned", "down", "unknown")
-OUTCOMES = ("ok", "denied")
+OUTCOMES = ("ok", "denied", "ignored")
 EVENT_TYPES = ("workload.status", "workload.reason", "workload.pods", "node.changed",
                "pool.agent", "team.changed", "reservation.changed")
 

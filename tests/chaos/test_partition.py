@@ -425,6 +425,7 @@ def world(url: str, tmp: Any) -> Iterator[World]:
     assert not thread.is_alive()
 
 
+@pytest.mark.timeout(60 * ROUNDS + 120)
 def test_a_partitioned_agent_loses_and_doubles_nothing(backend_url: str,  # noqa: F811
                                                        tmp_path: Any) -> None:
     began = time.monotonic()

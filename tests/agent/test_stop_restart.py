@@ -331,3 +331,32 @@ def test_a_stop_of_a_held_back_start_ends_it_without_starting_it(tmp_path: Path)
     agent.observe()
     assert sim.started == ["w5-a1"] and agent.state.runs == {}
     assert "w6-a1" in agent.state.done
+
+
+def test_a_new_attempt_waits_until_the_old_attempt_of_its_workload_has_exited(
+    tmp_path: Path,
+) -> None:
+    """After a partition the stop of a preempted attempt (with its grace) and the
+    start of the workload's next attempt, on other devices, arrive in one batch:
+    the new attempt started at once, and two attempts of one workload ran side
+    by side for the old one's grace (found by tests/chaos/test_partition.py).
+    It now waits until the old attempt has exited; other work is not held back."""
+    clock = ManualClock()
+    sim = SimExecutor(NODES, stop_delay=10, clock=clock.now)
+    agent = _agent(tmp_path, sim, clock)
+    agent.apply([_start("n1")], 1)  # w5-a1 on n1 device 0
+    agent.observe()
+    again = decision_from_json({
+        "id": 3, "kind": "start", "workload_id": 5, "attempt": 2, "run_id": "w5-a2",
+        "placement": [{"node": "n2", "devices": [{"index": 0, "milli": 1000}]}],
+        "exec": {"name": "job", "team": "nlp", "duration": 600}})
+    agent.apply([_stop(5), again, _start_on("w7-a1", 7, 1, i=4)], 4)
+    assert sim.started == ["w5-a1", "w7-a1"]  # w7 is another workload: not held back
+    assert agent.state.runs["w5-a2"].phase == "waiting"
+    clock.advance(4.9)
+    agent.observe()
+    assert "w5-a2" not in sim.runs  # w5-a1 is still within its grace
+    clock.advance(0.1)
+    agent.observe()  # w5-a1 exits; its next attempt starts in the same pass
+    assert "w5-a1" not in sim.runs and sim.started == ["w5-a1", "w7-a1", "w5-a2"]
+    assert agent.state.runs["w5-a2"].phase == "active"

@@ -43,6 +43,26 @@ def test_cancel_running_sends_stop_and_is_final(api: Api) -> None:
     assert r.status_code == 409 and r.json()["error"]["code"] == "CONFLICT"
 
 
+def test_audit_lists_the_ignored_reports_by_their_outcome(api: Api) -> None:
+    """Ignored agent reports are audited with outcome ``ignored``; the audit
+    filter refused that outcome (400, allowed: ok, denied), so they could be
+    found only by reading the whole audit (found by tests/chaos/test_partition.py)."""
+    agent = api.org()
+    w = api.submit(name="x", team="vision", gpus=1)
+    api.cycle()
+    api.ok("POST", f"/v1/workloads/{w['id']}/cancel")
+    late = api.ok("POST", "/v1/agent/reports", agent,
+                  json={"workload_id": w["id"], "attempt": 1, "status": "completed"})
+    assert late["accepted"] is False
+    ignored = api.ok("GET", "/v1/audit", params={"action": "agent.report",
+                                                "outcome": "ignored"})
+    assert [(a["object"], a["outcome"]) for a in ignored] == [(f"workload/{w['id']}",
+                                                               "ignored")]
+    assert ignored[0]["after"]["status"] == "completed"
+    ok = api.ok("GET", "/v1/audit", params={"action": "agent.report", "outcome": "ok"})
+    assert all(a["outcome"] == "ok" for a in ok)
+
+
 def test_elastic_preempted_by_higher_priority_and_stale_attempt_ignored(api: Api) -> None:
     agent = api.org(gpus_per_node=8)
     low = api.submit(name="sweep", team="nlp", gpus=8, priority=50, requeue_on_preemption=True)

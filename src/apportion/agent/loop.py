@@ -198,7 +198,9 @@ class Agent:
 
     def _blockers(self, run: Run) -> list[str]:
         """Runs being stopped that still hold a device ``run`` needs (the device's
-        shares of every started run plus ``run``'s exceed a whole device)."""
+        shares of every started run plus ``run``'s exceed a whole device), and
+        older attempts of ``run``'s workload being stopped (wherever they run:
+        two attempts of one workload never run side by side)."""
         def shares(r: Run) -> dict[tuple[str, int], int]:
             out: dict[tuple[str, int], int] = {}
             for i, pod in enumerate(r.placement):
@@ -218,8 +220,11 @@ class Agent:
                 used[key] = used.get(key, 0) + milli
                 if rec.phase == "stopping":
                     stopping.setdefault(key, set()).add(rid)
-        return sorted({rid for key, milli in want.items() if key in stopping
-                       and used[key] + milli > 1000 for rid in stopping[key]})
+        older = {rid for rid, rec in self.state.runs.items()
+                 if rec.phase == "stopping" and rec.run.workload_id == run.workload_id
+                 and rec.run.attempt < run.attempt}
+        return sorted(older | {rid for key, milli in want.items() if key in stopping
+                               and used[key] + milli > 1000 for rid in stopping[key]})
 
     def _observe_one(self, rec: RunRecord, obs: Observed) -> bool:
         rid = rec.run.run_id
@@ -419,12 +424,13 @@ class Agent:
         self.state.runs[d.run_id] = rec
         blockers = self._blockers(rec.run)
         if blockers:
-            # After an outage a victim's stop and its replacement's start arrive
-            # together: the replacement waits until the victim has exited.
+            # After an outage a victim's stop and its replacement's start (or the
+            # victim's own next attempt) arrive together: the start waits until
+            # the victim has exited.
             rec.phase = "waiting"
             self._save()
-            log.info("%s: start held back until %s, stopping on its devices, has exited",
-                     d.run_id, ", ".join(blockers))
+            log.info("%s: start held back until %s (being stopped on its devices, or an "
+                     "older attempt of its workload) has exited", d.run_id, ", ".join(blockers))
             return
         self._launch(rec)
 

@@ -49,6 +49,7 @@ from apportion.agent.model import NodeInfo, Observed, Run, RunStatus
 from apportion.agent.state import StateFile
 from apportion.client import ApportionClient
 from tests.api.test_processes import TOKEN, _port, server
+from tests.chaos.figures import record
 from tests.netutil import bound_socket, port_of
 from tests.pgfixture import backend_url, pg_server  # noqa: F401
 from tests.timing import wait_until
@@ -474,6 +475,13 @@ def test_a_partitioned_agent_loses_and_doubles_nothing(backend_url: str,  # noqa
     assert ended_cut_off >= ROUNDS
     assert w.counts["stops missed while cut off"] >= ROUNDS
     assert restarts == sum(1 for k in range(ROUNDS) if KINDS[k % len(KINDS)][1])
+    record("4. agent partition", backend,
+           f"{ROUNDS} rounds of {PARTITION:g} s cut off ({restarts} with a server restart), "
+           f"{len(w.acked)} workloads, {len(starts)} starts, {ended_cut_off} runs ended and "
+           f"{w.counts['stops missed while cut off']} attempts ended while cut off, "
+           f"{len(ignored)} late reports ignored and audited; 0 started twice, 0 lost, "
+           f"0 devices overcommitted", rounds=ROUNDS, starts=len(starts),
+           ignored=len(ignored))
     print(f"\nagent partition ({backend}): {ROUNDS} rounds of {PARTITION:g} s cut off on a "
           f"{AGENT_TIMEOUT:g} s silence timeout ({w.counts['cut reset']} reset, "
           f"{w.counts['cut blackhole']} black-holed, {restarts} with a server restart), "

@@ -28,6 +28,7 @@ from apportion.agent.model import NodeInfo
 from apportion.agent.state import StateFile
 from apportion.client import ApportionClient
 from tests.api.test_processes import TOKEN, _port, server
+from tests.chaos.figures import record
 from tests.timing import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -173,5 +174,10 @@ def test_a_steady_load_leaks_nothing(tmp_path: Path) -> None:
           + "; ranges: " + ", ".join(
               f"{k} {min(samples[k][i] for i in keep):.1f}-{max(samples[k][i] for i in keep):.1f}"
               for k in BOUNDS))
+    record("5. soak", "sqlite",
+           f"{SOAK:g} s at {RATE:g} submissions/s, {submitted} submitted, {completed} "
+           "completed; slopes per minute: " + ", ".join(
+               f"{k} {slopes[k]:+.2f} (bound {BOUNDS[k]:g})" for k in BOUNDS),
+           submitted=submitted, completed=completed, **{f"slope_{k}": v for k, v in slopes.items()})
     over = {k: round(v, 3) for k, v in slopes.items() if v > BOUNDS[k]}
     assert not over, f"growing: {over} (bounds per minute: {BOUNDS})"

@@ -171,11 +171,11 @@ def test_an_oversized_body_is_refused_and_nothing_is_stored(live: Live) -> None:
 def test_a_slow_client_is_cut_off_and_does_not_hold_up_others(live: Live) -> None:
     body = b'{"name": "slow", "team": "t", "gpus": 1}'
     with socket.create_connection(("127.0.0.1", live.port), timeout=30) as slow:
+        started = time.monotonic()  # before the server can start its timer
         slow.sendall(b"POST /v1/workloads HTTP/1.1\r\nHost: x\r\n"
                      b"Authorization: Bearer " + ADMIN_TOKEN.encode() + b"\r\n"
                      b"Content-Type: application/json\r\n"
                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body[:10])
-        started = time.monotonic()
         # meanwhile everyone else is served
         with httpx.Client(base_url=live.url, timeout=30) as c:
             assert c.get("/healthz").status_code == 200

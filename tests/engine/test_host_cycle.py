@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from apportion.domain.lifecycle import Status, transition
+from apportion.engine.kept_state import CycleCache
 from tests.engine.harness import World
 
 
@@ -78,3 +81,21 @@ def test_an_exiting_victim_keeps_its_cpu_until_it_has_exited() -> None:
     w.advance(100)  # the victim has exited: its CPU is free
     w.settle()
     assert w.status("x") == "Running"
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["fresh", "kept"])
+def test_cpu_of_finished_work_is_freed_once(kept: bool) -> None:
+    """A 16-CPU node runs two 8-CPU pods; one completes. 8 CPUs are free, so
+    a 16-CPU pod still waits (HOST_RESOURCES), also on a kept working state
+    that re-read the pods as they went Starting, Running and Completed."""
+    w = with_cpu(World(CycleCache() if kept else None).pool(nodes=1).team("t"), 16)
+    w.submit("first", "t", 1, cpu=8, running=True)
+    w.submit("second", "t", 1, cpu=8, running=True)
+    w.settle()
+    w.states[w.names["first"]] = transition(w.w("first"), Status.COMPLETED, w.now)
+    w.submit("big", "t", 1, cpu=16)
+    w.settle()
+    assert (w.status("big"), w.code("big")) == ("Queued", "HOST_RESOURCES")
+    w.states[w.names["second"]] = transition(w.w("second"), Status.COMPLETED, w.now)
+    w.settle()
+    assert w.status("big") == "Running"

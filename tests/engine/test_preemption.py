@@ -180,6 +180,9 @@ def test_dry_run_reports_victims_and_changes_nothing() -> None:
     dr = w.dry_run("owner", "b", 8, wclass="reserved")
     assert dr.pool == "main" and dr.starts_now is True
     assert dr.victims == ((w.names["sweep"], 8000),)
+    # the cycle's own decisions for it: routed, then started on the freed node
+    assert [d.kind.value for d in dr.decisions] == ["route", "start"]
+    assert {d.workload_id for d in dr.decisions} == {dr.workload_id}
     assert w.states == before
     dr2 = w.dry_run("late", "a", 8)
     assert dr2.starts_now is False and dr2.reason is not None

@@ -123,3 +123,20 @@ def test_a_plan_never_applied_changes_nothing(runner: str) -> None:
     w.advance(30)
     w.settle()
     assert w.status("owner") == "Running"
+
+
+@pytest.mark.parametrize("runner", ["fresh", "kept", "hinted"])
+def test_a_rack_s_victims_include_work_started_in_earlier_cycles(runner: str) -> None:
+    """b's reserved 8-GPU gang must run in one rack (required topology); the
+    only rack's node runs two of a's 4-GPU jobs, started one cycle apart:
+    both are preempted (SPEC 6.5, per domain), also when the kept state
+    indexed the second one after the first."""
+    cycle_fn = {"fresh": None, "kept": CycleCache(), "hinted": Hinted()}[runner]
+    w = World(cycle_fn).pool(racks={"r1": 1}, topology=("zone", "rack"))
+    w.team("a").team("b", main=8)
+    w.submit("old", "a", 4, running=True)
+    w.submit("new", "a", 4, running=True)
+    w.submit("owner", "b", 8, wclass="reserved", topology={"level": "rack", "mode": "required"})
+    w.settle()
+    assert w.preempted() == ["new", "old"]
+    assert w.status("owner") == "Running"

@@ -48,6 +48,17 @@ def test_no_eligible_pool_names_the_burst_cap_a_workload_exceeds() -> None:
         "needs 4 GPUs; burst cap of team c in pool main is 3: raise its burst limit or reservation")
 
 
+def test_burst_limit_reached_says_the_usage_and_the_cap() -> None:
+    # a cap of 3 GPUs (50 % over 2), 2 in use: 2 more would exceed it (SPEC 2, 7)
+    w = World().pool(nodes=2).team("c", limit=50, main=2)
+    w.submit("first", "c", 2, running=True)
+    w.submit("more", "c", 2)
+    w.settle()
+    assert (w.status("more"), w.code("more")) == ("Queued", "BURST_LIMIT_REACHED")
+    assert w.w("more").reason.message == (
+        "needs 2 GPUs; team c uses 2 of its burst cap 3 in pool main")
+
+
 def test_preempting_while_victims_exit() -> None:
     w = World().pool(nodes=1, preemption_grace=30).team("a").team("b", main=8)
     w.submit("borrower", "a", 8, running=True)

@@ -89,13 +89,17 @@ def test_cpu_of_finished_work_is_freed_once(kept: bool) -> None:
     a 16-CPU pod still waits (HOST_RESOURCES), also on a kept working state
     that re-read the pods as they went Starting, Running and Completed."""
     w = with_cpu(World(CycleCache() if kept else None).pool(nodes=1).team("t"), 16)
-    w.submit("first", "t", 1, cpu=8, running=True)
-    w.submit("second", "t", 1, cpu=8, running=True)
-    w.settle()
+    w.instant_running = False  # each goes Running in a snapshot of its own
+    for name in ("first", "second"):
+        w.submit(name, "t", 1, cpu=8)
+        w.settle()
+        assert w.status(name) == "Starting"
+        w.states[w.names[name]] = transition(w.w(name), Status.RUNNING, w.now)
+        w.settle()
     w.states[w.names["first"]] = transition(w.w("first"), Status.COMPLETED, w.now)
     w.submit("big", "t", 1, cpu=16)
     w.settle()
     assert (w.status("big"), w.code("big")) == ("Queued", "HOST_RESOURCES")
     w.states[w.names["second"]] = transition(w.w("second"), Status.COMPLETED, w.now)
     w.settle()
-    assert w.status("big") == "Running"
+    assert w.status("big") == "Starting"

@@ -103,3 +103,19 @@ def test_cpu_of_finished_work_is_freed_once(kept: bool) -> None:
     w.states[w.names["second"]] = transition(w.w("second"), Status.COMPLETED, w.now)
     w.settle()
     assert w.status("big") == "Starting"
+
+
+def test_a_nominee_whose_memory_fills_the_node_starts_when_its_victim_exits() -> None:
+    """b's reserved job needs all 64 GiB of the node's memory, which a's
+    elastic job holds: a's job is preempted, and when it has exited after
+    the grace, b's job starts (a claim that exactly fills the node fits)."""
+    w = with_cpu(World().pool(nodes=1, gpus=2, preemption_grace=30).team("a").team("b", main=1),
+                 16, 64 * 1024)
+    w.submit("holder", "a", 1, memory_mib=64 * 1024, running=True)
+    w.submit("owner", "b", 1, wclass="reserved", memory_mib=64 * 1024)
+    w.settle()
+    assert w.preempted() == ["holder"]
+    assert (w.status("owner"), w.code("owner")) == ("Queued", "PREEMPTING")
+    w.advance(30)
+    w.settle()
+    assert w.status("owner") == "Running"

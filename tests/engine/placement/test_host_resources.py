@@ -311,3 +311,24 @@ def test_the_smallest_memory_share_with_cpu_is_placed_by_best_fit() -> None:
     assert res.ok
     assert [(p.node, [(d.index, d.milli) for d in p.devices]) for p in res.pods] == [
         ("a", [(0, 1)]), ("a", [(0, 1)])]
+
+
+@pytest.mark.parametrize("resource", ["cpu", "memory"])
+def test_a_claim_starts_only_if_the_other_claims_on_its_node_stay_satisfiable(
+    resource: str,
+) -> None:
+    """The host twin of the devices' rule (test_claims_trials.py): a 32-unit
+    pod runs on a 64-unit node; W's claim of 32 fits beside it, but a hold of
+    16 more on the node (X) would then be short: W does not start until X's
+    claim goes."""
+    cpu, mem = (64, None) if resource == "cpu" else (None, 64 * GIB)
+    unit = 1000 if resource == "cpu" else GIB
+    host = {"cpu": lambda n: (n * unit, 0), "memory": lambda n: (0, n * unit)}[resource]
+    cs = ClusterState(Pool("p"), [node("a", gpus=4, cpu=cpu, mem=mem)],
+                      hosts={5: host(32), 10: host(32), 30: host(16)})
+    cs.occupy((5, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000),)),))
+    cs.claim((10, 0, 0), (PodPlacement("a", (DeviceShare(1, 1000),)),))
+    cs.claim((30, 0, 0), (PodPlacement("a", (DeviceShare(2, 1000),)),))
+    assert not cs.can_start_on_claim((10, 0, 0))
+    cs.unclaim((30, 0, 0))
+    assert cs.can_start_on_claim((10, 0, 0))

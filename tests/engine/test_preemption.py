@@ -419,3 +419,19 @@ def test_a_victim_refused_at_first_passes_after_a_later_pick() -> None:
     w.settle()
     assert w.preempted() == ["mine", "theirs"]
     assert w.status("job") == "Starting"
+
+
+def test_the_most_recently_started_goes_first_also_against_time_zero() -> None:
+    """SPEC 6.5: two Starting jobs of one team, same priority, no work lost
+    yet; the one started at t=1 is taken before the one started at t=0."""
+    w = World().pool(nodes=1).team("a").team("b", main=8)
+    w.instant_running = False
+    w.submit("first", "a", 4)
+    w.settle()
+    w.advance(1)
+    w.submit("second", "a", 4)
+    w.settle()
+    assert (w.w("first").started_at, w.w("second").started_at) == (0, 1)
+    w.submit("owner", "b", 4, wclass="reserved")
+    w.settle()
+    assert w.preempted() == ["second"]

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from apportion.domain.cluster import Node, Pool
-from apportion.domain.errors import ValidationError
+from apportion.domain.errors import ValidationError, unknown_key
+from apportion.domain.host import cpu_quantity
+from apportion.domain.org import OrgTree, Team, build_tree, validate_reservations
 from apportion.domain.quantities import parse_gpu_amount
 from apportion.domain.workload import make_spec
 
@@ -73,6 +75,12 @@ def test_a_refused_workload_spec_says_which_field_and_what_is_allowed(
     assert err.value.field == text.split(":")[0]
 
 
+def _tree(**milli_in_main: int) -> OrgTree:
+    teams = [Team("research"), Team("nlp", parent="research"),
+             Team("vision", parent="research"), Team("production")]
+    return build_tree(teams, {(team, "main"): m for team, m in milli_in_main.items()})
+
+
 OTHER_ERRORS: list[tuple[Callable[[], object], str]] = [
     (lambda: Node("", "p", 1), "name: must not be empty"),
     (lambda: Node("n", "p", -1), "gpus: must be an integer >= 0, got -1"),
@@ -98,6 +106,16 @@ OTHER_ERRORS: list[tuple[Callable[[], object], str]] = [
      f"reservations.main: 0.0001 has more than 3 decimals {AMOUNT}"),
     (lambda: parse_gpu_amount("x", "reservations.main"),
      f"reservations.main: must be a number, got 'x' {AMOUNT}"),
+    (lambda: cpu_quantity("0.0001", "nodes[0].cpu"),
+     "nodes[0].cpu: '0.0001' is finer than 0.001 cores (1m)"
+     " (allowed: cores (8, 0.5) or milli-cores (500m))"),
+    (lambda: validate_reservations(_tree(research=60000, production=30000), {"main": 80000}),
+     "reservations.main: top-level teams reserve 90 GPUs in pool 'main', more than its"
+     " capacity of 80 (allowed: sum <= 80)"),
+    (lambda: validate_reservations(_tree(research=10000, nlp=8000, vision=4000),
+                                   {"main": 80000}),
+     "reservations.research.main: children of 'research' reserve 12 GPUs in pool 'main'"
+     " (nlp 8, vision 4) but 'research' reserves only 10 (allowed: children's sum <= 10)"),
 ]
 
 
@@ -108,3 +126,10 @@ def test_refused_nodes_pools_and_amounts_say_which_field(
     with pytest.raises(ValidationError) as err:
         build()
     assert str(err.value) == text
+
+
+def test_an_unknown_key_names_the_closest_one_and_every_allowed_key() -> None:
+    err = unknown_key("workloads[0].priorty", "priorty", ["pods", "priority", "name"])
+    assert str(err) == ("workloads[0].priorty: unknown key; did you mean 'priority'?"
+                        " (allowed: name, pods, priority)")
+    assert err.field == "workloads[0].priorty"

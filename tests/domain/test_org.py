@@ -44,6 +44,17 @@ def test_top_level_over_capacity_refused() -> None:
         validate_reservations(tree, {"main": 80000})
 
 
+def test_a_reservation_set_or_removed_gives_a_new_tree() -> None:
+    tree = seed_tree(research__main=10000, nlp__main=8000)
+    grown = tree.with_reservation("vision", "main", 2000)
+    assert grown.bucket("research", "main") == 0 and grown.bucket("vision", "main") == 2000
+    assert grown.reservations[("nlp", "main")] == 8000  # the others are kept
+    removed = grown.with_reservation("nlp", "main", 0)
+    assert ("nlp", "main") not in removed.reservations
+    assert removed.bucket("research", "main") == 8000
+    assert tree.bucket("research", "main") == 2000  # the first tree is unchanged
+
+
 def test_valid_reservations_pass_up_to_the_limits_exactly() -> None:
     # children 32 + 16 = research's 48; top level 48 + 32 = the pool's 80: both at the limit
     tree = seed_tree(research__main=48000, nlp__main=32000, vision__main=16000,

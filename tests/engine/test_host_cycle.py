@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from apportion.domain.lifecycle import Status, transition
+from apportion.engine.kept_state import CycleCache
 from tests.engine.harness import World
 
 
@@ -78,3 +81,41 @@ def test_an_exiting_victim_keeps_its_cpu_until_it_has_exited() -> None:
     w.advance(100)  # the victim has exited: its CPU is free
     w.settle()
     assert w.status("x") == "Running"
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["fresh", "kept"])
+def test_cpu_of_finished_work_is_freed_once(kept: bool) -> None:
+    """A 16-CPU node runs two 8-CPU pods; one completes. 8 CPUs are free, so
+    a 16-CPU pod still waits (HOST_RESOURCES), also on a kept working state
+    that re-read the pods as they went Starting, Running and Completed."""
+    w = with_cpu(World(CycleCache() if kept else None).pool(nodes=1).team("t"), 16)
+    w.instant_running = False  # each goes Running in a snapshot of its own
+    for name in ("first", "second"):
+        w.submit(name, "t", 1, cpu=8)
+        w.settle()
+        assert w.status(name) == "Starting"
+        w.states[w.names[name]] = transition(w.w(name), Status.RUNNING, w.now)
+        w.settle()
+    w.states[w.names["first"]] = transition(w.w("first"), Status.COMPLETED, w.now)
+    w.submit("big", "t", 1, cpu=16)
+    w.settle()
+    assert (w.status("big"), w.code("big")) == ("Queued", "HOST_RESOURCES")
+    w.states[w.names["second"]] = transition(w.w("second"), Status.COMPLETED, w.now)
+    w.settle()
+    assert w.status("big") == "Starting"
+
+
+def test_a_nominee_whose_memory_fills_the_node_starts_when_its_victim_exits() -> None:
+    """b's reserved job needs all 64 GiB of the node's memory, which a's
+    elastic job holds: a's job is preempted, and when it has exited after
+    the grace, b's job starts (a claim that exactly fills the node fits)."""
+    w = with_cpu(World().pool(nodes=1, gpus=2, preemption_grace=30).team("a").team("b", main=1),
+                 16, 64 * 1024)
+    w.submit("holder", "a", 1, memory_mib=64 * 1024, running=True)
+    w.submit("owner", "b", 1, wclass="reserved", memory_mib=64 * 1024)
+    w.settle()
+    assert w.preempted() == ["holder"]
+    assert (w.status("owner"), w.code("owner")) == ("Queued", "PREEMPTING")
+    w.advance(30)
+    w.settle()
+    assert w.status("owner") == "Running"

@@ -180,6 +180,9 @@ def test_dry_run_reports_victims_and_changes_nothing() -> None:
     dr = w.dry_run("owner", "b", 8, wclass="reserved")
     assert dr.pool == "main" and dr.starts_now is True
     assert dr.victims == ((w.names["sweep"], 8000),)
+    # the cycle's own decisions for it: routed, then started on the freed node
+    assert [d.kind.value for d in dr.decisions] == ["route", "start"]
+    assert {d.workload_id for d in dr.decisions} == {dr.workload_id}
     assert w.states == before
     dr2 = w.dry_run("late", "a", 8)
     assert dr2.starts_now is False and dr2.reason is not None
@@ -416,3 +419,19 @@ def test_a_victim_refused_at_first_passes_after_a_later_pick() -> None:
     w.settle()
     assert w.preempted() == ["mine", "theirs"]
     assert w.status("job") == "Starting"
+
+
+def test_the_most_recently_started_goes_first_also_against_time_zero() -> None:
+    """SPEC 6.5: two Starting jobs of one team, same priority, no work lost
+    yet; the one started at t=1 is taken before the one started at t=0."""
+    w = World().pool(nodes=1).team("a").team("b", main=8)
+    w.instant_running = False
+    w.submit("first", "a", 4)
+    w.settle()
+    w.advance(1)
+    w.submit("second", "a", 4)
+    w.settle()
+    assert (w.w("first").started_at, w.w("second").started_at) == (0, 1)
+    w.submit("owner", "b", 4, wclass="reserved")
+    w.settle()
+    assert w.preempted() == ["second"]

@@ -34,6 +34,29 @@ def test_no_eligible_pool_for_type_pod_size_and_zero_cap() -> None:
     for name in ("typed", "huge", "capped", "pinned"):
         assert (w.status(name), w.code(name)) == ("Pending", "NO_ELIGIBLE_POOL"), name
     assert "nowhere" in w.w("pinned").reason.message
+    assert w.w("capped").reason.message == (
+        "needs 1 GPU; burst cap of team z in pool main is 0: raise its burst limit or reservation")
+
+
+def test_no_eligible_pool_names_the_burst_cap_a_workload_exceeds() -> None:
+    # 50 % over a 2-GPU reservation: a cap of 3 GPUs, and 4 are asked for (SPEC 2, 7)
+    w = World().pool(nodes=2).team("c", limit=50, main=2)
+    w.submit("over", "c", 4)
+    w.settle()
+    assert (w.status("over"), w.code("over")) == ("Pending", "NO_ELIGIBLE_POOL")
+    assert w.w("over").reason.message == (
+        "needs 4 GPUs; burst cap of team c in pool main is 3: raise its burst limit or reservation")
+
+
+def test_burst_limit_reached_says_the_usage_and_the_cap() -> None:
+    # a cap of 3 GPUs (50 % over 2), 2 in use: 2 more would exceed it (SPEC 2, 7)
+    w = World().pool(nodes=2).team("c", limit=50, main=2)
+    w.submit("first", "c", 2, running=True)
+    w.submit("more", "c", 2)
+    w.settle()
+    assert (w.status("more"), w.code("more")) == ("Queued", "BURST_LIMIT_REACHED")
+    assert w.w("more").reason.message == (
+        "needs 2 GPUs; team c uses 2 of its burst cap 3 in pool main")
 
 
 def test_preempting_while_victims_exit() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from apportion.domain.lifecycle import Status, transition
 from tests.engine.harness import World
 
@@ -70,7 +72,11 @@ def test_route_and_start_decisions_say_why() -> None:
     route, start = [d for d in w.plans[-1].decisions if d.kind.value in ("route", "start")]
     assert route.message == "pool p2: chosen over pool p1 by its team's own reservation there"
     assert start.message.startswith("admitted in pool p2 on free GPUs (p2-n000")
-    assert w.plans[-1].to_dict()["decisions"][0]["cycle_id"] == w.plans[-1].cycle_id
+    decisions = w.plans[-1].to_dict()["decisions"]
+    assert decisions[0]["cycle_id"] == w.plans[-1].cycle_id
+    assert [(d["kind"], d["pool"]) for d in decisions] == [("route", "p2"), ("start", "p2")]
+    (pod,) = decisions[1]["placement"]  # one pod of 2 whole GPUs, [index, milli] each
+    assert pod["node"] == "p2-n000" and [milli for _, milli in pod["devices"]] == [1000, 1000]
 
 
 def test_equal_entitlement_headroom_falls_to_the_pool_name() -> None:
@@ -82,3 +88,22 @@ def test_equal_entitlement_headroom_falls_to_the_pool_name() -> None:
     w.submit("job", "t", 1)
     w.settle()
     assert w.w("job").pool == "p1" and w.status("job") == "Running"
+
+
+def test_headroom_in_half_milli_gpus_decides_the_pool() -> None:
+    """Shares need not be whole milli-GPUs (SPEC 1: exact rationals). In p1,
+    c's 1-milli job (priority 60) is served first, and a and b split the other
+    7999 milli at priority 50: 3999.5 each. a runs 4 GPUs there, half a
+    milli over its share; it uses nothing of p2, where its headroom is 0.
+    Both pools can start a's new job now, neither inside a reservation, so
+    the most headroom wins: p2 (0 > -0.5), not p1 by its name."""
+    w = two_pools().team("a").team("b").team("c")
+    w.submit("tiny", "c", None, gpu_memory_mib=1, priority=60, pool="p1", running=True)
+    w.submit("a-run", "a", 4, pool="p1", running=True)
+    w.submit("b-wait", "b", 5, pool="p1")  # Queued: 6.4 lets it take nothing of a's
+    w.settle()
+    assert w.status("b-wait") == "Queued"
+    assert w.plans[-1].entitlements["p1"]["a"] == Fraction(7999, 2)
+    w.submit("job", "a", 1)
+    w.settle()
+    assert w.w("job").pool == "p2" and w.status("job") == "Running"

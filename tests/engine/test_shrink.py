@@ -140,3 +140,17 @@ def test_a_pod_needed_late_takes_the_newer_pods_with_it() -> None:
     assert w.status("el") == "Running" and w.w("el").placement == pods[:1]
     (p,) = w.preemptions
     assert (p.victim, p.pods) == (wid, (1, 2, 3))
+
+
+def test_a_workload_taken_whole_after_its_pods_frees_the_rest_of_them() -> None:
+    """SPEC 6.5, shrink before kill: b's reserved job needs 4 GPUs; a's
+    elastically scaled job (4 pods of 1 GPU, min_pods 2, priority 10) gives
+    its 2 newest pods, then is taken whole, which frees its other 2: that is
+    enough, so a's other job (priority 20) keeps running."""
+    w = World().pool(nodes=1).team("a").team("b", main=8)
+    w.submit("scaled", "a", 1, pods=4, min_pods=2, priority=10, running=True)
+    w.submit("other", "a", 1, pods=4, priority=20, running=True)
+    w.submit("owner", "b", 1, pods=4, wclass="reserved")
+    w.settle()
+    assert w.preempted() == ["scaled"]
+    assert (w.status("other"), w.status("owner")) == ("Running", "Running")

@@ -107,3 +107,24 @@ def test_a_hold_counts_a_victim_already_leaving_as_gone() -> None:
     big = w.w("big")
     assert big.is_hold and w.preempted() == ["low"]
     assert [p.node for p in big.nomination] == ["main-a-n0"]
+
+
+def test_a_held_workload_that_may_preempt_counts_its_held_devices() -> None:
+    """a runs 6 of the node's 8 GPUs; b's 8-GPU job may not preempt (6.4) and
+    gets a starvation hold (its placement: the 2 free GPUs now, the others as
+    they free). Then b is given a reservation
+    of 8: its job runs inside its own reservation, may take a's work back,
+    and needs only the 6 GPUs a holds besides the 2 held for it."""
+    w = World().pool(nodes=1, starvation_hold_after=10).team("a").team("b")
+    w.submit("a0", "a", 3, running=True)
+    w.submit("a1", "a", 3, running=True)
+    w.submit("big", "b", 8)
+    w.settle()
+    assert w.code("big") == "FAIR_SHARE"
+    w.advance(10)
+    w.settle()
+    assert w.w("big").is_hold
+    w.reservations[("b", "main")] = 8000
+    w.settle()
+    assert w.preempted() == ["a0", "a1"]
+    assert w.status("big") == "Running"

@@ -114,3 +114,13 @@ def test_occupy_over_a_full_device_is_a_bug() -> None:
     with pytest.raises(ValueError, match="1250"):
         cs.occupy(W, (pods_on("a", (0, 500)),))
     assert cs.device_used("a", 0) == 750  # refused before any change
+
+
+def test_loading_work_onto_a_device_an_exiting_victim_holds_is_refused() -> None:
+    """A snapshot whose running work and exiting victims would need more than
+    one device holds is refused (as ``occupy`` refuses it), not half-loaded."""
+    cs = state(nodes(("a", 1)))
+    cs.occupy_exiting(V, (pods_on("a", (0, 750)),))
+    with pytest.raises(ValueError, match="would hold 1250 milli-GPU"):
+        cs.occupy_many([(X, (pods_on("a", (0, 500)),))])
+    assert cs.free_milli(W, allow_exiting=True) == 1000  # nothing was occupied

@@ -135,6 +135,20 @@ def gap_scene(mix: ShapeMix) -> str:
     return res.pods[0].node
 
 
+def test_the_gap_rule_counts_the_gap_a_share_leaves() -> None:
+    """A half GPU on two t4 nodes that score the same (the mix of the test
+    below): a is empty, b has a device with 750 free; c's 250 free cannot
+    hold it. The Sum-of-Squares change of the gap counts N(g): on a, a new
+    gap of 500 (N(500) 0 -> 1: +1); on b, a gap of 250, which c has already
+    (N(250) 1 -> 2: +3), and b's 750 gap goes (N(750) 1 -> 0: -1), +2: a."""
+    mix = ShapeMix.of([(PodShape(250), 4), (PodShape(1000, 1, gpu_types=("h100",)), 10)])
+    cs = ClusterState(pool(), [Node(n, "p", 1, gpu_type="t4") for n in "abc"], mix=mix)
+    cs.occupy((8, 0, 0), (PodPlacement("b", (DeviceShare(0, 250),)),))
+    cs.occupy((9, 0, 0), (PodPlacement("c", (DeviceShare(0, 750),)),))
+    res = cs.place(req(500))
+    assert res.ok and res.pods[0].node == "a"
+
+
 def test_the_gap_rule_breaks_share_ties_while_whole_gpus_dominate_the_mix() -> None:
     # The whole-GPU shape asks for an h100, so on these t4 nodes all free GPU is
     # its fragment: both candidates lower F by the same 10 x 250 and tie.

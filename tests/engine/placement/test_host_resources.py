@@ -156,6 +156,34 @@ def test_a_fit_probe_counts_the_cpu_a_victim_frees() -> None:
     assert probe.fits()
 
 
+def test_a_fit_probe_counts_the_memory_a_victim_frees() -> None:
+    """The memory twin of the CPU probe above: node a's memory is all used, b
+    has room for one 32-GiB pod; two are wanted."""
+    cs = ClusterState(Pool("p"), [node("a", mem=64 * GIB), node("b", mem=64 * GIB)],
+                      hosts={1: (0, 64 * GIB), 2: (0, 32 * GIB)})
+    cs.occupy((1, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000),)),))
+    cs.occupy((2, 0, 0), (PodPlacement("b", (DeviceShare(0, 1000),)),))
+    probe = cs.probe(req(1, pods=2, mem=32 * GIB, owner=(3, 0, 0)))
+    assert not probe.fits()
+    probe.take_out((2, 0, 0))
+    assert probe.fits()  # b: 64 GiB free, two pods
+    probe.put_back((2, 0, 0))
+    assert not probe.fits()
+    probe.take_out((1, 0, 0))
+    assert probe.fits()  # a: 64 GiB free
+
+
+def test_a_fit_probe_frees_the_gpus_of_a_victim_that_asked_for_no_cpu() -> None:
+    """A CPU-limited node whose GPUs are all held by work that requests no
+    CPU: taking that work out makes room for a pod that asks for CPU."""
+    cs = ClusterState(Pool("p"), [node("a", gpus=2, cpu=16)])
+    cs.occupy((1, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000), DeviceShare(1, 1000))),))
+    probe = cs.probe(req(2, cpu=8, owner=(3, 0, 0)))
+    assert not probe.fits()
+    probe.take_out((1, 0, 0))
+    assert probe.fits()
+
+
 @pytest.mark.parametrize("cpu", [None, 4])
 def test_unlimited_nodes_ignore_cpu_requests(cpu: int | None) -> None:
     cs = ClusterState(Pool("p"), [replace(node("a"), cpu_milli=None if cpu is None else 4000)])
@@ -272,3 +300,35 @@ def test_exiting_cpu_still_counts_as_leaving_after_a_probe() -> None:
     assert not cs.fits(wanted)
     assert cs.fits(wanted, allow_exiting=True)
     assert cs.probe(wanted).fits()
+
+
+def test_the_smallest_memory_share_with_cpu_is_placed_by_best_fit() -> None:
+    """A share sized by memory may be charged 1 milli-GPU (SPEC 1); with a
+    CPU request on a CPU-limited node, best fit still places it."""
+    cs = ClusterState(Pool("p", packing="best_fit"), [node("a", gpus=1, cpu=16)])
+    tiny = PlacementRequest(pods=2, min_pods=2, charge=1, cpu_milli=4000, owner=(1, 0, 0))
+    res = cs.place_and_occupy(tiny)
+    assert res.ok
+    assert [(p.node, [(d.index, d.milli) for d in p.devices]) for p in res.pods] == [
+        ("a", [(0, 1)]), ("a", [(0, 1)])]
+
+
+@pytest.mark.parametrize("resource", ["cpu", "memory"])
+def test_a_claim_starts_only_if_the_other_claims_on_its_node_stay_satisfiable(
+    resource: str,
+) -> None:
+    """The host twin of the devices' rule (test_claims_trials.py): a 32-unit
+    pod runs on a 64-unit node; W's claim of 32 fits beside it, but a hold of
+    16 more on the node (X) would then be short: W does not start until X's
+    claim goes."""
+    cpu, mem = (64, None) if resource == "cpu" else (None, 64 * GIB)
+    unit = 1000 if resource == "cpu" else GIB
+    host = {"cpu": lambda n: (n * unit, 0), "memory": lambda n: (0, n * unit)}[resource]
+    cs = ClusterState(Pool("p"), [node("a", gpus=4, cpu=cpu, mem=mem)],
+                      hosts={5: host(32), 10: host(32), 30: host(16)})
+    cs.occupy((5, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000),)),))
+    cs.claim((10, 0, 0), (PodPlacement("a", (DeviceShare(1, 1000),)),))
+    cs.claim((30, 0, 0), (PodPlacement("a", (DeviceShare(2, 1000),)),))
+    assert not cs.can_start_on_claim((10, 0, 0))
+    cs.unclaim((30, 0, 0))
+    assert cs.can_start_on_claim((10, 0, 0))

@@ -75,8 +75,8 @@ def test_route_and_start_decisions_say_why() -> None:
     decisions = w.plans[-1].to_dict()["decisions"]
     assert decisions[0]["cycle_id"] == w.plans[-1].cycle_id
     assert [(d["kind"], d["pool"]) for d in decisions] == [("route", "p2"), ("start", "p2")]
-    (pod,) = decisions[1]["placement"]  # one pod of 2 whole GPUs, [index, milli] each
-    assert pod["node"] == "p2-n000" and [milli for _, milli in pod["devices"]] == [1000, 1000]
+    (pod,) = decisions[1]["placement"]  # one pod of 2 whole GPUs, {index, milli} each
+    assert pod["node"] == "p2-n000" and [d["milli"] for d in pod["devices"]] == [1000, 1000]
 
 
 def test_equal_entitlement_headroom_falls_to_the_pool_name() -> None:

@@ -84,7 +84,7 @@ def _client(n: int, base: str, ledger: Ledger, stop: threading.Event) -> None:
                     r = c.post("/workloads", json=body, headers={"Idempotency-Key": key})
                 except httpx.HTTPError:
                     ledger.count("submission retried")
-                    time.sleep(0.05)
+                    stop.wait(0.05)  # the client's back-off (ends at once on stop)
                     continue
                 assert r.status_code == 201, r.text
                 wid = int(r.json()["data"]["id"])
@@ -128,7 +128,7 @@ def test_crash_loop_loses_and_doubles_nothing(backend_url: str) -> None:  # noqa
                 # kill it at a random moment once some writes went through
                 wait_until(lambda b=before: ledger.counts["submission acknowledged"] > b + 5,
                            timeout=60, what=f"writes after restart {k}")
-                time.sleep(rng.uniform(0, 0.5))
+                time.sleep(rng.uniform(0, 0.5))  # the input: a random moment to kill it
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(10)
                 ledger.count("server killed")

@@ -18,7 +18,6 @@ import contextlib
 import os
 import signal
 import threading
-import time
 
 import httpx
 import pytest
@@ -88,10 +87,10 @@ def test_a_frozen_leader_never_commits_after_its_successor(
                 procs[leader].send_signal(signal.SIGSTOP)
                 try:
                     # the other takes the lease and commits (bounded)
-                    wait_until(lambda b=before, p=pid_other: any(
-                        cid > b and h == p for cid, h, _t in _cycles(url)),
-                        timeout=60, what=f"the other server to commit (round {k})")
-                    time.sleep(0.3)  # the frozen one stays frozen past its lease a while
+                    # the frozen one stays frozen until the other has committed twice
+                    wait_until(lambda b=before, p=pid_other: sum(
+                        cid > b and h == p for cid, h, _t in _cycles(url)) >= 2,
+                        timeout=60, what=f"the other server to commit twice (round {k})")
                 finally:
                     procs[leader].send_signal(signal.SIGCONT)
                 frozen_rounds += 1

@@ -23,7 +23,7 @@ from apportion.agent.executors.kubernetes import (
     KubeSettings,
     build_job,
 )
-from apportion.agent.model import ExecSpec, Run, RunStatus, decision_from_json, exec_to_json
+from apportion.agent.model import ExecSpec, Run, RunStatus, exec_to_json, instruction_from_json
 from apportion.domain.host import cpu_quantity, memory_quantity
 from apportion.domain.workload import DeviceShare, PodPlacement
 from tests.agent.kubefake import FakeKube
@@ -134,7 +134,7 @@ def test_gpu_types_become_a_required_node_affinity_in_over_the_gpu_type_label(
 
 
 def test_a_start_decision_carries_host_resources_and_gpu_types_to_the_job() -> None:
-    decision = decision_from_json({
+    decision = instruction_from_json({
         "id": 1, "kind": "start", "workload_id": 7, "attempt": 1, "run_id": "w7-a1",
         "placement": [{"node": "a1", "devices": [{"index": 0, "milli": 1000}]}],
         "exec": {"name": "train", "team": "nlp", "image": "img", "command": ["true"],
@@ -147,7 +147,7 @@ def test_a_start_decision_carries_host_resources_and_gpu_types_to_the_job() -> N
     assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["v100-16g", "v100-32g"]
     # a decision of an older server carries none of them
-    old = decision_from_json({"id": 2, "kind": "start", "workload_id": 8, "attempt": 1,
+    old = instruction_from_json({"id": 2, "kind": "start", "workload_id": 8, "attempt": 1,
                               "run_id": "w8-a1", "exec": {"name": "x"}})
     assert (old.exec.cpu_milli, old.exec.memory_mib, old.exec.gpu_types) == (0, 0, ())
 

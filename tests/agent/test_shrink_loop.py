@@ -9,7 +9,7 @@ from typing import Any
 
 from apportion.agent.executors.sim import SimExecutor
 from apportion.agent.loop import Agent
-from apportion.agent.model import Decision, ExecSpec, NodeInfo
+from apportion.agent.model import ExecSpec, Instruction, NodeInfo
 from apportion.agent.state import StateFile
 from apportion.domain.workload import DeviceShare, PodPlacement
 
@@ -21,12 +21,12 @@ def _agent(tmp_path: Path, executor: Any) -> Agent:
                  pool="main")
 
 
-def _start(i: int = 1) -> Decision:
-    return Decision(i, "start", 7, 1, "w7-a1", PLACEMENT, ExecSpec(name="sweep"))
+def _start(i: int = 1) -> Instruction:
+    return Instruction(i, "start", 7, 1, "w7-a1", PLACEMENT, ExecSpec(name="sweep"))
 
 
-def _shrink(i: int, pods: tuple[int, ...]) -> Decision:
-    return Decision(i, "shrink", 7, 1, "w7-a1", PLACEMENT[pods[0]:], grace_seconds=5,
+def _shrink(i: int, pods: tuple[int, ...]) -> Instruction:
+    return Instruction(i, "shrink", 7, 1, "w7-a1", PLACEMENT[pods[0]:], grace_seconds=5,
                     reason="preempted", pods=pods)
 
 
@@ -50,7 +50,7 @@ def test_a_replayed_or_foreign_shrink_changes_nothing(tmp_path: Path) -> None:
     agent.apply([_start(), _shrink(2, (3,))], 2)
     outbox = list(agent.state.outbox)
     agent.apply([_shrink(2, (3,))], 2)  # the same decision again (a replay)
-    agent.apply([Decision(3, "shrink", 9, 1, "w9-a1", pods=(0,))], 3)  # unknown run
+    agent.apply([Instruction(3, "shrink", 9, 1, "w9-a1", pods=(0,))], 3)  # unknown run
     assert agent.state.outbox == outbox and sim.pods_running("w7-a1") == 3
 
 

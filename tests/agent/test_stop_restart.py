@@ -28,23 +28,23 @@ from apportion.agent.executor import Executor
 from apportion.agent.executors.local import LocalExecutor
 from apportion.agent.executors.sim import SimExecutor
 from apportion.agent.loop import Agent
-from apportion.agent.model import Decision, RunStatus, decision_from_json
+from apportion.agent.model import Instruction, RunStatus, instruction_from_json
 from apportion.agent.state import StateFile
 from tests.agent.test_sim import NODES
 from tests.timing import ManualClock, wait_until
 
 
 def _start(node: str, *, command: list[str] | None = None,
-           duration: float | None = None) -> Decision:
-    return decision_from_json({
+           duration: float | None = None) -> Instruction:
+    return instruction_from_json({
         "id": 1, "kind": "start", "workload_id": 5, "attempt": 1, "run_id": "w5-a1",
         "placement": [{"node": node, "devices": [{"index": 0, "milli": 1000}]}],
         "exec": {"name": "job", "team": "nlp", "command": command, "duration": duration,
                  "image": "ghcr.io/acme/train:1"}})
 
 
-def _stop(grace: float) -> Decision:
-    return decision_from_json({"id": 2, "kind": "stop", "workload_id": 5, "attempt": 1,
+def _stop(grace: float) -> Instruction:
+    return instruction_from_json({"id": 2, "kind": "stop", "workload_id": 5, "attempt": 1,
                                "run_id": "w5-a1", "reason": "preempted",
                                "grace_seconds": grace})
 
@@ -266,8 +266,8 @@ def test_a_kubernetes_stop_saved_before_a_crash_deletes_with_the_grace_that_is_l
 # -- a start waits for the runs stopping on its devices ------------------------------------
 
 
-def _start_on(rid: str, wid: int, index: int, milli: int = 1000, i: int = 3) -> Decision:
-    return decision_from_json({
+def _start_on(rid: str, wid: int, index: int, milli: int = 1000, i: int = 3) -> Instruction:
+    return instruction_from_json({
         "id": i, "kind": "start", "workload_id": wid, "attempt": 1, "run_id": rid,
         "placement": [{"node": "n1", "devices": [{"index": index, "milli": milli}]}],
         "exec": {"name": "next", "team": "nlp", "duration": 600}})
@@ -324,7 +324,7 @@ def test_a_stop_of_a_held_back_start_ends_it_without_starting_it(tmp_path: Path)
     agent.apply([_start("n1")], 1)
     agent.observe()
     agent.apply([_stop(5), _start_on("w6-a1", 6, 0)], 3)
-    agent.apply([decision_from_json({"id": 4, "kind": "stop", "workload_id": 6, "attempt": 1,
+    agent.apply([instruction_from_json({"id": 4, "kind": "stop", "workload_id": 6, "attempt": 1,
                                      "run_id": "w6-a1", "reason": "cancelled",
                                      "grace_seconds": 0})], 4)
     clock.advance(5)
@@ -346,7 +346,7 @@ def test_a_new_attempt_waits_until_the_old_attempt_of_its_workload_has_exited(
     agent = _agent(tmp_path, sim, clock)
     agent.apply([_start("n1")], 1)  # w5-a1 on n1 device 0
     agent.observe()
-    again = decision_from_json({
+    again = instruction_from_json({
         "id": 3, "kind": "start", "workload_id": 5, "attempt": 2, "run_id": "w5-a2",
         "placement": [{"node": "n2", "devices": [{"index": 0, "milli": 1000}]}],
         "exec": {"name": "job", "team": "nlp", "duration": 600}})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from apportion.agent.model import Decision
+from apportion.agent.model import Instruction
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +19,7 @@ class Folded:
     taken: dict[str, tuple[int, ...]]
 
 
-def fold(batch: Sequence[Decision]) -> Folded:
+def fold(batch: Sequence[Instruction]) -> Folded:
     stopped = {d.run_id for d in batch if d.kind == "stop"}
     newest: dict[int, int] = {}
     taken: dict[str, set[int]] = {}

@@ -34,11 +34,11 @@ from apportion.agent import logship
 from apportion.agent.executor import Executor
 from apportion.agent.fold import fold
 from apportion.agent.model import (
-    Decision,
+    Instruction,
     Observed,
     Run,
     RunStatus,
-    decision_from_json,
+    instruction_from_json,
 )
 from apportion.agent.protocol import AgentApi, AgentOptions, Retry
 from apportion.agent.state import AgentState, RunRecord, StateFile
@@ -374,18 +374,18 @@ class Agent:
 
     # -- 4. decisions -----------------------------------------------------------------------
 
-    def fetch(self, wait: float) -> tuple[list[Decision], int]:
+    def fetch(self, wait: float) -> tuple[list[Instruction], int]:
         """Every decision after the cursor (all pages), long-polling ``wait`` s if none;
         and the new cursor. Without a cursor (no state file, or the server's
         database was replaced) only live decisions are asked for: starts of
         attempts that already ended are never started again."""
-        out: list[Decision] = []
+        out: list[Instruction] = []
         is_live = self.state.cursor is None
         cursor = self.state.cursor or 0
         while True:
             page = self._call(self.api.agent_decisions, cursor, limit=PAGE,
                               wait=wait if not out else 0, live=is_live)
-            out.extend(decision_from_json(d) for d in page.items)
+            out.extend(instruction_from_json(d) for d in page.items)
             if page.next_token is not None:
                 cursor = max(cursor, int(page.next_token))
             elif page.items:
@@ -394,7 +394,7 @@ class Agent:
                 break
         return out, cursor
 
-    def apply(self, batch: Sequence[Decision], cursor: int) -> None:
+    def apply(self, batch: Sequence[Instruction], cursor: int) -> None:
         """Apply a batch of decisions in order, folded; then save the cursor.
 
         A start whose shrinks are in the same batch (an agent catching up)
@@ -417,7 +417,7 @@ class Agent:
             self._save()
         self.is_caught_up = True
 
-    def _start(self, d: Decision, taken: tuple[int, ...] = ()) -> None:
+    def _start(self, d: Instruction, taken: tuple[int, ...] = ()) -> None:
         if self.state.is_known(d.run_id):
             return
         rec = RunRecord(replace(d.to_run(self.clock.now()), stopped=taken))
@@ -450,7 +450,7 @@ class Agent:
             self.state.mark_done(d.run_id)
             self._save()
 
-    def _stop(self, d: Decision) -> None:
+    def _stop(self, d: Instruction) -> None:
         rec = self.state.runs.get(d.run_id)
         if rec is None:
             self.state.mark_done(d.run_id)
@@ -472,7 +472,7 @@ class Agent:
         self._save()
         self.executor.stop(d.run_id, grace)
 
-    def _shrink(self, d: Decision) -> None:
+    def _shrink(self, d: Instruction) -> None:
         """Stop exactly the pods a shrink took (SPEC 6.5); the run goes on with
         the others. The taken pods are recorded on the run (state file) before
         the executor is asked, and a ``running`` report with ``pods_running``

@@ -96,8 +96,10 @@ class Run:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
-    """One entry of ``GET /v1/agent/decisions``."""
+class Instruction:
+    """What the agent is told to do: one entry of ``GET /v1/agent/decisions``
+    (start, stop or shrink a run). Not the engine's ``Decision``
+    (``engine/plan.py``), which the control plane turns into these."""
 
     id: int
     kind: str  # "start" | "stop" | "shrink"
@@ -191,9 +193,9 @@ def exec_to_json(spec: ExecSpec) -> dict[str, Any]:
             "gpu_type": gpu_types_value(spec.gpu_types)}
 
 
-def decision_from_json(raw: Mapping[str, Any]) -> Decision:
+def instruction_from_json(raw: Mapping[str, Any]) -> Instruction:
     grace = raw.get("grace_seconds")
-    return Decision(
+    return Instruction(
         id=int(raw["id"]),
         kind=str(raw["kind"]),
         workload_id=int(raw["workload_id"]),

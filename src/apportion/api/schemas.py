@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from apportion.domain import limits
+from apportion.domain.cluster import Packing
 from apportion.domain.errors import ValidationError as DomainValidationError
 from apportion.domain.errors import did_you_mean
 from apportion.domain.host import ALLOWED_CPU, ALLOWED_MEMORY
@@ -303,7 +304,6 @@ class ReservationRead(BaseModel):
 
 # -- pools, nodes, capacity -----------------------------------------------------------
 DeviceMib = Annotated[int, _int(1, limits.MAX_GPU_MEMORY_MIB, "MiB per device"), JSON_INT]
-Packing = Literal["fragmentation", "best_fit"]
 
 
 class TypicalPodModel(Strict):
@@ -329,7 +329,7 @@ class PoolCreate(Strict):
     start_delay: Seconds = 0
     preemption_grace: Seconds = 0
     starvation_hold_after: Seconds | None = None
-    packing: Packing = Field(default="fragmentation", description="fragmentation | best_fit "
+    packing: Packing = Field(default=Packing.FRAGMENTATION, description="fragmentation | best_fit "
                              "(docs/placement.md)")
     typical_pods: list[TypicalPodModel] | None = Field(
         default=None, max_length=limits.MAX_TYPICAL_SHAPES, description=TYPICAL_PODS_DOC)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from typing import Annotated
 
 import typer
@@ -11,16 +10,9 @@ from apportion.cli import common
 from apportion.cli.common import NoHeadersOpt, OutputOpt, command
 from apportion.cli.output import Column, Format, emit, stdout
 from apportion.client import paginate
+from apportion.service.context import Role
 
 app = typer.Typer(help="API tokens: create, list, revoke.", no_args_is_help=True)
-
-
-class Role(enum.StrEnum):
-    ORG_ADMIN = "org_admin"
-    TEAM_LEAD = "team_lead"
-    MEMBER = "member"
-    VIEWER = "viewer"
-    AGENT = "agent"
 
 
 COLUMNS = (

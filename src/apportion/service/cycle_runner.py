@@ -27,7 +27,7 @@ from apportion.store.repos import orgs as repo
 #: commits one plan: (session, org id, snapshot, plan, start time, its states)
 Commit = Callable[[Session, int, Loaded, Plan, float, Applied], CycleOutcome]
 #: the engine: a snapshot's plan
-Run = Callable[[Loaded], Plan]
+EngineRun = Callable[[Loaded], Plan]
 
 
 def run_engine(loaded: Loaded) -> Plan:
@@ -57,7 +57,7 @@ class CycleRunner:
         with self.db.read() as session:
             return [o.id for o in repo.list_orgs(session)]
 
-    def run_org(self, org_id: int, commit: Commit, run: Run = run_engine) -> CycleOutcome:
+    def run_org(self, org_id: int, commit: Commit, run: EngineRun = run_engine) -> CycleOutcome:
         """One cycle for ``org_id``: optimistic twice, then under the org's lock;
         ``commit`` writes the plan (in the write transaction given to it)."""
         for _attempt in range(2):

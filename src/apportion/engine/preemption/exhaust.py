@@ -176,12 +176,12 @@ class _Heads:
         return candidate(self.lookup, self.groups[key][at])
 
 
-Entry = tuple[int, int, int, int, int, int, int, str, int]
+_Entry = tuple[int, int, int, int, int, int, int, str, int]
 
 
 def _entries(
     heads: _Heads, keys: Iterable[tuple[int, str]], team: str, ex: int, ver: int
-) -> Iterator[Entry]:
+) -> Iterator[_Entry]:
     """Heap entries of ``team``'s groups: 6.5's order, with its excess ``ex``."""
     flag = 0 if ex > 0 else 1
     for key in keys:
@@ -208,7 +208,7 @@ def _drain(
     heads = _Heads(index, ws.workloads, eligible, prio)
     team_ex: dict[str, int] = {}
     version: dict[str, int] = {}
-    heap: list[Entry] = []  # the first fill: appended, then one heapify
+    heap: list[_Entry] = []  # the first fill: appended, then one heapify
     for team in ws.leaves_under(sib):
         keys = team_keys.get(team)
         if keys is not None:

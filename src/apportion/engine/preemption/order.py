@@ -38,7 +38,7 @@ class Verdict(enum.Enum):
     FAIL_FOREVER = 2  # cannot pass again in this search
 
 
-Entry = tuple[int, int, int, int, int, int, int, int, str, int]
+_Entry = tuple[int, int, int, int, int, int, int, int, str, int]
 
 
 class VictimQueue:
@@ -82,7 +82,7 @@ class VictimQueue:
         self._excess, self._test = excess, test
         self._block, self._woken, self._level = block, woken, level
         #: key -> heap of (-threshold, entry): the highest threshold wakes first.
-        self._blocked: dict[str, list[tuple[int, Entry]]] = {}
+        self._blocked: dict[str, list[tuple[int, _Entry]]] = {}
         self._pos: dict[GroupKey, int] = {}  # cursor per group (0 if absent)
         self._default: tuple[bool, int | None] = (trusted, None)
         self._rule: dict[GroupKey, tuple[bool, int | None]] = {}  # special groups
@@ -90,7 +90,7 @@ class VictimQueue:
         self._version: dict[str, int] = {}  # 1 if absent
         self._last: WorkloadState | None = None  # re-queued at the next pick
         self._dead: set[str] = set()
-        self._heap: list[Entry] = []
+        self._heap: list[_Entry] = []
         self.examined = 0
         # The first fill: entries appended, then one heapify (O(n)). The order
         # of teams does not matter: heap entries are unique.
@@ -176,7 +176,7 @@ class VictimQueue:
                         now = self._level(wake)
                         while parked and -parked[0][0] > now:
                             heapq.heappush(self._heap, heapq.heappop(parked)[1])
-        stash: list[Entry] = []
+        stash: list[_Entry] = []
         found: WorkloadState | None = None
         while self._heap:
             entry = heapq.heappop(self._heap)

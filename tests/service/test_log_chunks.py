@@ -6,10 +6,10 @@ from __future__ import annotations
 import base64
 import threading
 
-from apportion.service import agents, logs, pools, workloads
+from apportion.service import agents, inputs, logs, pools, workloads
 from apportion.service import org as org_svc
 from apportion.service import tokens as tok
-from apportion.service.context import Ctx
+from apportion.service.context import Ctx, Role
 from apportion.service.scheduler import Scheduler
 from apportion.store.db import Database
 from apportion.store.repos import logs as log_repo
@@ -24,26 +24,27 @@ def test_concurrent_copies_of_a_chunk_are_stored_once(backend_url: str) -> None:
         verifier = tok.TokenVerifier(db)
         admin = Ctx(verifier.verify(secret), "t")
         with db.write() as s:
-            pools.create_pool(s, admin, {"name": "main"})
-            agent_tok = tok.create_token(s, admin, {"name": "ag", "role": "agent",
-                                                    "pool": "main"})
-            org_svc.create_team(s, admin, {"slug": "t"})
+            pools.create_pool(s, admin, inputs.PoolSettings(name="main"))
+            agent_tok = tok.create_token(s, admin, inputs.TokenNew(name="ag", role=Role.AGENT,
+                                                              pool="main"))
+            org_svc.create_team(s, admin, inputs.TeamNew(slug="t"))
         agent = Ctx(verifier.verify(agent_tok["token"]), "a")
         with db.write() as s:
-            agents.heartbeat(s, agent, {"nodes": [{"name": "n1", "gpus": 8}]})
+            agents.heartbeat(s, agent, inputs.HeartbeatIn(
+                nodes=(inputs.NodeReport(name="n1", gpus=8),)))
             spec = workloads.parse_spec({"name": "w", "team": "t", "gpus": 1})
             wid = int(workloads.submit(s, admin, spec)["id"])
         sched = Scheduler(db, "solo")
         assert sched.acquire() and sched.run_org(admin.org_id).committed
-        body = {"workload_id": wid, "attempt": 1, "pod": 0, "offset": 0,
-                "data": base64.b64encode(b"hello\n").decode()}
+        chunk = inputs.LogChunkIn(workload_id=wid, attempt=1, pod=0, offset=0,
+                                  data=base64.b64encode(b"hello\n").decode())
         answers: list[dict[str, object]] = []
         gate = threading.Barrier(2)
 
         def send() -> None:
             gate.wait()
             with db.write() as s:
-                answers.append(logs.append(s, agent, dict(body), 1 << 20))
+                answers.append(logs.append(s, agent, chunk, 1 << 20))
 
         threads = [threading.Thread(target=send) for _ in range(2)]
         for t in threads:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from apportion.service import agents, pools, workloads
+from apportion.service import agents, inputs, pools, workloads
 from apportion.service import org as org_svc
 from apportion.service import tokens as tok
-from apportion.service.context import Ctx
+from apportion.service.context import Ctx, Role
 from apportion.service.scheduler import Scheduler
 from apportion.store.db import Database
 from apportion.store.repos import events as ev_repo
@@ -38,10 +38,10 @@ class World:
             return workload_view(workloads.get(s, self.admin, wid))
 
     def heartbeat(self, down: str) -> None:
-        nodes = [{"name": n, "gpus": 8, "health": "down" if n == down else "ready"}
-                 for n in ("n1", "n2", "n3")]
+        nodes = tuple(inputs.NodeReport(name=n, gpus=8, health="down" if n == down else "ready")
+                      for n in ("n1", "n2", "n3"))
         with self.db.write() as s:
-            agents.heartbeat(s, self.agent, {"nodes": nodes})
+            agents.heartbeat(s, self.agent, inputs.HeartbeatIn(nodes=nodes))
 
 
 @pytest.fixture
@@ -53,9 +53,10 @@ def world(backend_url: str) -> Iterator[World]:
     verifier = tok.TokenVerifier(db)
     admin = Ctx(verifier.verify(secret), "test")
     with db.write() as s:
-        pools.create_pool(s, admin, {"name": "main"})
-        agent_tok = tok.create_token(s, admin, {"name": "ag", "role": "agent", "pool": "main"})
-        org_svc.create_team(s, admin, {"slug": "t"})
+        pools.create_pool(s, admin, inputs.PoolSettings(name="main"))
+        agent_tok = tok.create_token(
+            s, admin, inputs.TokenNew(name="ag", role=Role.AGENT, pool="main"))
+        org_svc.create_team(s, admin, inputs.TeamNew(slug="t"))
     w = World(db, admin, Ctx(verifier.verify(agent_tok["token"]), "hb"))
     w.heartbeat(down="")
     try:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from apportion.service import agents, pools, workloads
+from apportion.service import agents, inputs, pools, workloads
 from apportion.service import org as org_svc
 from apportion.service import tokens as tok
-from apportion.service.context import Ctx
+from apportion.service.context import Ctx, Role
 from apportion.service.control import ControlPlane
 from apportion.service.errors import LostLease, StaleSnapshot
 from apportion.service.scheduler import Scheduler, _run, default_holder
@@ -53,12 +53,14 @@ def world(backend_url: str) -> Iterator[World]:
     verifier = tok.TokenVerifier(db)
     admin = Ctx(verifier.verify(secret), "test")
     with db.write() as s:
-        pools.create_pool(s, admin, {"name": "main"})
-        agent_tok = tok.create_token(s, admin, {"name": "ag", "role": "agent", "pool": "main"})
-        org_svc.create_team(s, admin, {"slug": "t"})
+        pools.create_pool(s, admin, inputs.PoolSettings(name="main"))
+        agent_tok = tok.create_token(
+            s, admin, inputs.TokenNew(name="ag", role=Role.AGENT, pool="main"))
+        org_svc.create_team(s, admin, inputs.TeamNew(slug="t"))
     agent = Ctx(verifier.verify(agent_tok["token"]), "test")
     with db.write() as s:
-        agents.heartbeat(s, agent, {"nodes": [{"name": f"n{i}", "gpus": 8} for i in range(4)]})
+        agents.heartbeat(s, agent, inputs.HeartbeatIn(
+            nodes=tuple(inputs.NodeReport(name=f"n{i}", gpus=8) for i in range(4))))
     try:
         yield World(db, admin, admin.org_id)
     finally:

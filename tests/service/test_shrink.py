@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from apportion.service import agents, pools, workloads
+from apportion.service import agents, inputs, pools, workloads
 from apportion.service import org as org_svc
 from apportion.service import tokens as tok
-from apportion.service.context import Ctx
+from apportion.service.context import Ctx, Role
 from apportion.service.metrics import Metrics
 from apportion.service.scheduler import Scheduler, _run
 from apportion.service.snapshots import load_snapshot
@@ -49,8 +49,8 @@ class World:
 
     def report(self, wid: int, status: str, **extra: Any) -> dict[str, Any]:
         with self.db.write() as s:
-            return agents.report(s, self.agent, {"workload_id": wid, "attempt": 1,
-                                                 "status": status, **extra})
+            return agents.report(s, self.agent, inputs.RunReport(
+                workload_id=wid, attempt=1, status=status, **extra))
 
     def decisions(self) -> list[dict[str, Any]]:
         with self.db.read() as s:
@@ -80,16 +80,17 @@ def world(backend_url: str) -> Iterator[World]:
     verifier = tok.TokenVerifier(db)
     admin = Ctx(verifier.verify(secret), "test")
     with db.write() as s:
-        pools.create_pool(s, admin, {"name": "main", "preemption_grace": GRACE})
-        agent_tok = tok.create_token(s, admin, {"name": "ag", "role": "agent", "pool": "main"})
-        org_svc.create_team(s, admin, {"slug": "t"})
+        pools.create_pool(s, admin, inputs.PoolSettings(name="main", preemption_grace=GRACE))
+        agent_tok = tok.create_token(
+            s, admin, inputs.TokenNew(name="ag", role=Role.AGENT, pool="main"))
+        org_svc.create_team(s, admin, inputs.TeamNew(slug="t"))
     agent = Ctx(verifier.verify(agent_tok["token"]), "hb")
     # n1's device 0 is used by a pod apportion does not manage: the engine sees
     # 7 devices there, and every instruction must name physical ones.
-    nodes = [{"name": "n1", "gpus": 8, "unavailable": [{"index": 0, "milli": 1000}]},
-             {"name": "n2", "gpus": 8}]
+    nodes = (inputs.NodeReport(name="n1", gpus=8, unavailable=((0, 1000),)),
+             inputs.NodeReport(name="n2", gpus=8))
     with db.write() as s:
-        agents.heartbeat(s, agent, {"nodes": nodes})
+        agents.heartbeat(s, agent, inputs.HeartbeatIn(nodes=nodes))
     metrics = Metrics()
     sched = Scheduler(db, "solo", metrics=metrics)
     assert sched.acquire()

@@ -11,6 +11,7 @@ from apportion.service import org as org_svc
 from apportion.service import tokens as tok
 from apportion.service import workloads
 from apportion.service.context import Ctx
+from apportion.service.inputs import TeamNew
 from apportion.service.loading import PARENTS_CACHE
 from apportion.store.db import Database
 from apportion.store.repos import workloads as wl_repo
@@ -26,8 +27,8 @@ def test_a_team_change_elsewhere_is_seen_by_the_next_submission(backend_url: str
         assert secret is not None
         admin = Ctx(tok.TokenVerifier(db).verify(secret), "t")
         with db.write() as s:
-            org_svc.create_team(s, admin, {"slug": "nlp"})
-            org_svc.create_team(s, admin, {"slug": "cv"})
+            org_svc.create_team(s, admin, TeamNew(slug="nlp"))
+            org_svc.create_team(s, admin, TeamNew(slug="cv"))
         body = {"name": "a", "team": "nlp", "gpus": 1}
         with db.write() as s:
             workloads.submit(s, admin, workloads.parse_spec(body))  # the tree is now cached
@@ -45,7 +46,7 @@ def test_a_team_change_elsewhere_is_seen_by_the_next_submission(backend_url: str
             assert PARENTS_CACHE.get(s, admin.org_id)[0] > version  # refreshed
         assert names == ["a"]  # the refused submission left nothing behind
         with other.write() as s:
-            org_svc.create_team(s, admin, {"slug": "cv"})
+            org_svc.create_team(s, admin, TeamNew(slug="cv"))
         with db.write() as s:
             workloads.submit(s, admin, workloads.parse_spec({**body, "name": "b", "team": "cv"}))
     finally:

@@ -197,12 +197,3 @@ IfMatch = Annotated[int | None, Header(alias="If-Match", ge=0, le=limits.MAX_INT
 WorkloadId = Annotated[int, Path(ge=1, le=limits.MAX_INT64, description="the workload's id")]
 #: An id or cursor in a query string.
 QueryId = Annotated[int, Query(ge=0, le=limits.MAX_INT64)]
-
-
-def body_of(model: Any, if_match: int | None = None) -> dict[str, Any]:
-    """A request model as a dict of the fields the caller set (by alias); an
-    ``If-Match`` header gives the ``version`` when the body does not."""
-    out: dict[str, Any] = model.model_dump(exclude_unset=True, by_alias=True)
-    if if_match is not None:
-        out.setdefault("version", if_match)
-    return out

@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from apportion.domain import limits
-from apportion.domain.cluster import Packing
+from apportion.domain.cluster import Packing, TypicalPod, parse_typical_pods
 from apportion.domain.errors import ValidationError as DomainValidationError
 from apportion.domain.errors import did_you_mean
 from apportion.domain.host import ALLOWED_CPU, ALLOWED_MEMORY
@@ -42,6 +42,8 @@ from apportion.domain.workload import (
     make_spec,
     parse_gpu_types,
 )
+from apportion.service import inputs
+from apportion.service.context import Role
 
 T = TypeVar("T")
 Gpus = int | float
@@ -189,6 +191,23 @@ class Strict(BaseModel):
         return data
 
 
+def _given(model: BaseModel, *, without: tuple[str, ...] = ("version",)) -> frozenset[str]:
+    """The fields a PATCH body set (by field name), for ``inputs.Change.given``."""
+    return frozenset(model.model_fields_set) - set(without)
+
+
+def _version(body: int | None, if_match: int | None) -> int | None:
+    """The version a write expects: the body's, else the ``If-Match`` header's."""
+    return body if body is not None else if_match
+
+
+def _typical(models: list[TypicalPodModel] | None) -> tuple[TypicalPod, ...] | None:
+    """A pool's prior in the domain's terms (its rules: 0.25 GPU steps, ...)."""
+    if models is None:
+        return None
+    return parse_typical_pods([m.model_dump() for m in models])
+
+
 class Metadata(BaseModel):
     next_token: str | None = None
     total_count: int | None = None
@@ -223,10 +242,17 @@ class OrgCreate(Strict):
     slug: Slug
     name: Name | None = None
 
+    def to_input(self) -> inputs.OrgNew:
+        return inputs.OrgNew(slug=self.slug, name=self.name)
+
 
 class OrgUpdate(Strict):
     name: Name | None = None
     version: Version | None = None
+
+    def to_input(self, if_match: int | None = None) -> inputs.OrgChange:
+        return inputs.OrgChange(given=_given(self), version=_version(self.version, if_match),
+                                name=self.name)
 
 
 class TokenCreate(Strict):
@@ -236,6 +262,13 @@ class TokenCreate(Strict):
     pool: Label | None = None
     expires_at: EpochSeconds | None = None
     expires_in_days: Days | None = None
+
+    def to_input(self) -> inputs.TokenNew:
+        return inputs.TokenNew(
+            name=self.name, role=Role(self.role), teams=tuple(self.teams), pool=self.pool,
+            expires_at=None if self.expires_at is None else float(self.expires_at),
+            expires_in_days=None if self.expires_in_days is None
+            else float(self.expires_in_days))
 
 
 class TokenRead(BaseModel):
@@ -267,6 +300,11 @@ class TeamCreate(Strict):
     bursting_priority: Annotated[int, _int(1, 10), JSON_INT] = 1
     burst_limit_percent: Annotated[int, _int(0, 1_000_000), JSON_INT] | None = None
 
+    def to_input(self) -> inputs.TeamNew:
+        return inputs.TeamNew(slug=self.slug, name=self.name, parent=self.parent,
+                              bursting_priority=self.bursting_priority,
+                              burst_limit_percent=self.burst_limit_percent)
+
 
 class TeamUpdate(Strict):
     name: Name | None = None
@@ -274,6 +312,12 @@ class TeamUpdate(Strict):
     bursting_priority: Annotated[int, _int(1, 10), JSON_INT] | None = None
     burst_limit_percent: Annotated[int, _int(0, 1_000_000), JSON_INT] | None = None
     version: Version | None = None
+
+    def to_input(self, if_match: int | None = None) -> inputs.TeamChange:
+        return inputs.TeamChange(
+            given=_given(self), version=_version(self.version, if_match), name=self.name,
+            parent=self.parent, bursting_priority=self.bursting_priority,
+            burst_limit_percent=self.burst_limit_percent)
 
 
 class TeamRead(BaseModel):
@@ -292,6 +336,9 @@ class TeamRead(BaseModel):
 class ReservationSet(Strict):
     gpus: ReservationGpus
     version: Version | None = None
+
+    def to_input(self, if_match: int | None = None) -> inputs.ReservationSet:
+        return inputs.ReservationSet(gpus=self.gpus, version=_version(self.version, if_match))
 
 
 class ReservationRead(BaseModel):
@@ -334,6 +381,14 @@ class PoolCreate(Strict):
     typical_pods: list[TypicalPodModel] | None = Field(
         default=None, max_length=limits.MAX_TYPICAL_SHAPES, description=TYPICAL_PODS_DOC)
 
+    def to_input(self) -> inputs.PoolSettings:
+        return inputs.PoolSettings(
+            name=self.name, gpu_type=self.gpu_type, gpu_memory_mib=self.gpu_memory_mib,
+            topology=tuple(self.topology), start_delay=self.start_delay,
+            preemption_grace=self.preemption_grace,
+            starvation_hold_after=self.starvation_hold_after, packing=Packing(self.packing),
+            typical_pods=_typical(self.typical_pods))
+
 
 class PoolUpdate(Strict):
     gpu_type: Label | None = None
@@ -346,6 +401,16 @@ class PoolUpdate(Strict):
     typical_pods: list[TypicalPodModel] | None = Field(
         default=None, max_length=limits.MAX_TYPICAL_SHAPES, description=TYPICAL_PODS_DOC)
     version: Version | None = None
+
+    def to_input(self, if_match: int | None = None) -> inputs.PoolChange:
+        return inputs.PoolChange(
+            given=_given(self), version=_version(self.version, if_match),
+            gpu_type=self.gpu_type, gpu_memory_mib=self.gpu_memory_mib,
+            topology=None if self.topology is None else tuple(self.topology),
+            start_delay=self.start_delay, preemption_grace=self.preemption_grace,
+            starvation_hold_after=self.starvation_hold_after,
+            packing=None if self.packing is None else Packing(self.packing),
+            typical_pods=_typical(self.typical_pods))
 
 
 class TypicalPodRead(BaseModel):

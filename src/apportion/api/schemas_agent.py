@@ -17,6 +17,7 @@ from apportion.api.schemas import (
     StrMap,
 )
 from apportion.domain import limits
+from apportion.service import inputs
 
 Id = Annotated[int, Field(ge=1, le=limits.MAX_INT64), JSON_INT]
 Count = Annotated[int, Field(ge=0, le=limits.MAX_INT64), JSON_INT]
@@ -41,6 +42,13 @@ class HeartbeatNode(Strict):
     memory_mib: Annotated[int, Field(ge=0, le=limits.MAX_MEMORY_MIB), JSON_INT] | None = Field(
         default=None, description="allocatable MiB; absent = not limited")
 
+    def to_input(self) -> inputs.NodeReport:
+        return inputs.NodeReport(
+            name=self.name, gpus=self.gpus, gpu_type=self.gpu_type,
+            gpu_memory_mib=self.gpu_memory_mib, labels=dict(self.labels), health=self.health,
+            unavailable=tuple((u.index, u.milli) for u in self.unavailable),
+            cpu=self.cpu, memory_mib=self.memory_mib)
+
 
 class Report(Strict):
     workload_id: Id
@@ -52,6 +60,12 @@ class Report(Strict):
     pods_running: Annotated[int, Field(ge=0, le=limits.MAX_PODS), JSON_INT] | None = Field(
         default=None, description="after a shrink: the pods still running")
 
+    def to_input(self) -> inputs.RunReport:
+        return inputs.RunReport(
+            workload_id=self.workload_id, attempt=self.attempt, status=self.status,
+            run_id=self.run_id, message=self.message, exit_code=self.exit_code,
+            pods_running=self.pods_running)
+
 
 class LogChunk(Strict):
     workload_id: Id
@@ -62,12 +76,24 @@ class LogChunk(Strict):
     data: StrictStr = Field(description="base64 of the log bytes from `offset` "
                             "(at most 256 KiB)")
 
+    def to_input(self) -> inputs.LogChunkIn:
+        return inputs.LogChunkIn(workload_id=self.workload_id, attempt=self.attempt,
+                                 offset=self.offset, data=self.data, pod=self.pod,
+                                 run_id=self.run_id)
+
 
 class Heartbeat(Strict):
     pool: Slug | None = None
     agent_version: Text | None = None
     nodes: list[HeartbeatNode] = Field(default_factory=list, max_length=limits.MAX_NODES)
     runs: list[Report] = Field(default_factory=list)
+
+    def to_input(self) -> inputs.HeartbeatIn:
+        """``nodes`` not sent: a keep-alive (None); sent, even empty: the inventory."""
+        nodes = (tuple(n.to_input() for n in self.nodes)
+                 if "nodes" in self.model_fields_set else None)
+        return inputs.HeartbeatIn(pool=self.pool, agent_version=self.agent_version,
+                                  nodes=nodes, runs=tuple(r.to_input() for r in self.runs))
 
 
 class HeartbeatRead(BaseModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from apportion.domain.cluster import Node
+from apportion.domain.cluster import DEFAULT_GPU_MEMORY_MIB, Node, Pool
 from apportion.domain.errors import NotFound, ValidationError
 from apportion.domain.host import parse_cpu, parse_memory_mib
 from apportion.domain.lifecycle import Status, requeue_after_failure, transition
@@ -17,7 +17,7 @@ from apportion.service.authz import require_agent
 from apportion.service.context import Ctx
 from apportion.service.errors import PermissionDenied
 from apportion.service.events import add_event, add_lifecycle_events
-from apportion.service.pools import pool_from_body
+from apportion.service.inputs import HeartbeatIn, NodeReport, RunReport
 from apportion.service.records import WorkloadRecord
 from apportion.service.views import decision_view
 from apportion.service.workloads import run_id
@@ -31,26 +31,22 @@ REPORT_STATUS = {"running": Status.RUNNING, "completed": Status.COMPLETED,
                  "failed": Status.FAILED}
 
 
-def _parse_node(raw: Any, i: int, pool: str) -> tuple[Node, str, list[list[int]]]:
+def _parse_node(raw: NodeReport, i: int, pool: str) -> tuple[Node, str, list[list[int]]]:
     f = f"nodes[{i}]"
-    if not isinstance(raw, dict):
-        raise ValidationError(f, "must be an object")
-    health = raw.get("health", "ready")
+    health = raw.health
     if health not in HEALTH:
         raise ValidationError(f"{f}.health", f"{health!r} is not a health", ", ".join(HEALTH))
     try:
-        cpu, memory = raw.get("cpu"), raw.get("memory_mib")
-        node = Node(name=raw.get("name"), pool=pool, gpus=raw.get("gpus"),  # type: ignore[arg-type]
-                    gpu_type=raw.get("gpu_type"),
-                    gpu_memory_mib=raw.get("gpu_memory_mib") or 81920,
-                    labels=raw.get("labels") or {},
+        cpu, memory = raw.cpu, raw.memory_mib
+        node = Node(name=raw.name, pool=pool, gpus=raw.gpus, gpu_type=raw.gpu_type,
+                    gpu_memory_mib=raw.gpu_memory_mib or DEFAULT_GPU_MEMORY_MIB,
+                    labels=raw.labels,
                     cpu_milli=None if cpu is None else parse_cpu(cpu, "cpu"),
                     memory_mib=None if memory is None else parse_memory_mib(memory))
     except ValidationError as e:
         raise e.at(f) from None
     unavailable: list[list[int]] = []
-    for j, u in enumerate(raw.get("unavailable") or []):
-        idx, milli = int(u.get("index", -1)), int(u.get("milli", 0))
+    for j, (idx, milli) in enumerate(raw.unavailable):
         if not 0 <= idx < node.gpus or not 0 < milli <= 1000:
             raise ValidationError(f"{f}.unavailable[{j}]", "bad device share",
                                   f"index 0..{node.gpus - 1}, milli 1..1000")
@@ -58,15 +54,17 @@ def _parse_node(raw: Any, i: int, pool: str) -> tuple[Node, str, list[list[int]]
     return node, health, unavailable
 
 
-def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
-    pool_name = body.get("pool") or ctx.actor.pool or ""
+def heartbeat(session: Session, ctx: Ctx, body: HeartbeatIn) -> dict[str, Any]:
+    """A heartbeat: ``body.nodes`` None is a keep-alive (the inventory is kept);
+    a tuple is the pool's whole inventory (a node not in it is down)."""
+    pool_name = body.pool or ctx.actor.pool or ""
     require_agent(ctx, pool_name, "agent.heartbeat")
     now = ctx.clock.now()  # the sweep measures silence from this stamp, on the same clock
     pool = repo.find_pool(session, ctx.org_id, pool_name)
     if pool is None:
-        pool = repo.add_pool(session, ctx.org_id, pool_from_body({}, pool_name, None),
-                             time.time())
-    nodes = [_parse_node(n, i, pool_name) for i, n in enumerate(body.get("nodes") or [])]
+        pool = repo.add_pool(session, ctx.org_id, Pool(name=pool_name), time.time())
+    is_inventory = body.nodes is not None
+    nodes = [_parse_node(n, i, pool_name) for i, n in enumerate(body.nodes or ())]
     existing = {n.name: n for n in repo.list_nodes(session, ctx.org_id)}
     changed = pool.agent_status != "connected"
     seen: set[str] = set()
@@ -100,14 +98,14 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
     for name, row in existing.items():
         if row.pool != pool_name or name in seen:
             continue
-        if "nodes" in body and row.health != "down":
+        if is_inventory and row.health != "down":
             _fail_on_node(session, ctx, name, now)
             repo.set_node_health(row, "down")
             changed = True
-        elif "nodes" not in body and row.health == "unknown":
+        elif not is_inventory and row.health == "unknown":
             repo.set_node_health(row, "ready")
             changed = True
-        if "nodes" not in body:
+        if not is_inventory:
             repo.node_seen(row, now)
     if pool.agent_status != "connected":
         add_event(session, ctx.org_id, "pool.agent", cause=ctx.cause,
@@ -116,10 +114,10 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
     # A run the control plane refuses (an older attempt, a terminal workload, a
     # run id that is not the workload's) must not go on: the agent stops those.
     stop_runs: set[str] = set()
-    for run in body.get("runs") or []:
+    for run in body.runs:
         answer = _heartbeat_run(session, ctx, run, pool_name)
-        if not answer.get("accepted", True) and run.get("run_id"):
-            stop_runs.add(str(run["run_id"]))
+        if not answer.get("accepted", True) and run.run_id:
+            stop_runs.add(run.run_id)
     if changed:
         repo.bump_sched_version(session, ctx.org_id)
         audit.record(session, ctx, "agent.heartbeat", f"pool/{pool_name}",
@@ -129,7 +127,7 @@ def heartbeat(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any
             "stop_runs": sorted(stop_runs)}
 
 
-def _heartbeat_run(session: Session, ctx: Ctx, run: dict[str, Any], pool: str
+def _heartbeat_run(session: Session, ctx: Ctx, run: RunReport, pool: str
                    ) -> dict[str, Any]:
     """One run of a heartbeat, reported. A run of a workload that does not exist,
     or that this agent may not report on (another pool's), is refused and
@@ -141,7 +139,8 @@ def _heartbeat_run(session: Session, ctx: Ctx, run: dict[str, Any], pool: str
     except (NotFound, PermissionDenied, ValidationError) as err:
         audit.record(session, ctx, "agent.report", f"pool/{pool}", outcome="denied",
                      message=f"heartbeat run refused: {err}",
-                     after={k: run.get(k) for k in ("workload_id", "attempt", "run_id")})
+                     after={"workload_id": run.workload_id, "attempt": run.attempt,
+                            "run_id": run.run_id})
         return {"accepted": False, "note": str(err)}
 
 
@@ -186,37 +185,34 @@ def decisions(
     return [decision_view(r) for r in rows], max(cursor, last)
 
 
-def report(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
+def report(session: Session, ctx: Ctx, body: RunReport) -> dict[str, Any]:
     """Apply one pod-status report; returns whether it was accepted."""
     pool = ctx.actor.pool or ""
     require_agent(ctx, pool, "agent.report")
-    try:
-        wid, attempt = int(body["workload_id"]), int(body["attempt"])
-    except (KeyError, TypeError, ValueError):
-        raise ValidationError("workload_id", "workload_id and attempt must be integers") from None
-    target = REPORT_STATUS.get(str(body.get("status")))
+    wid, attempt = body.workload_id, body.attempt
+    target = REPORT_STATUS.get(body.status)
     if target is None:
-        raise ValidationError("status", f"{body.get('status')!r} is not a report status",
+        raise ValidationError("status", f"{body.status!r} is not a report status",
                               ", ".join(REPORT_STATUS))
     row = wl_repo.get_workload(session, ctx.org_id, wid, lock=True)
     if row.pool != pool and not any(a.get("pool") == pool for a in row.attempts or []):
         require_agent(ctx, row.pool or "", "agent.report")
     status = Status(row.status)
     out = {"workload_id": wid, "attempt": attempt, "status": row.status}
-    note = _ignore_reason(row, status, attempt, target, body.get("run_id"))
-    if note == "duplicate" and body.get("pods_running") is not None:
-        return {**out, **_shrink_done(session, ctx, row, body)}
+    note = _ignore_reason(row, status, attempt, target, body.run_id)
+    if note == "duplicate" and body.pods_running is not None:
+        return {**out, **_shrink_done(session, ctx, row, body.pods_running, body.message)}
     if note == "duplicate":
         return {**out, "accepted": True, "note": "already applied"}
     if note:
         note += _exited(session, ctx, wid, attempt, target)
         audit.record(session, ctx, "agent.report", f"workload/{wid}", outcome="ignored",
-                     message=note, after=dict(body))
+                     message=note, after=body.to_json())
         return {**out, "accepted": False, "note": note}
     now = ctx.clock.now()
     state = codec.state_from_row(row)
     cause = f"agent report ({ctx.actor.name})"
-    msg = str(body.get("message") or "")
+    msg = body.message or ""
     if status is Status.STARTING and target is not Status.RUNNING and target is not (
         Status.FAILED
     ):
@@ -242,17 +238,13 @@ def _exited(session: Session, ctx: Ctx, wid: int, attempt: int, target: Status) 
 
 
 def _shrink_done(
-    session: Session, ctx: Ctx, row: WorkloadRecord, body: dict[str, Any]
+    session: Session, ctx: Ctx, row: WorkloadRecord, running: int, message: str | None
 ) -> dict[str, Any]:
     """A ``running`` report with ``pods_running`` after a shrink: the agent has
     stopped the taken pods and the others go on. The status does not change
     (it is neither a failure nor a completion); an event records it."""
-    try:
-        running = int(body["pods_running"])
-    except (TypeError, ValueError):
-        raise ValidationError("pods_running", "must be an integer") from None
     held = len(row.placement or [])
-    message = str(body.get("message") or f"{running} pod(s) running")
+    message = message or f"{running} pod(s) running"
     add_event(session, ctx.org_id, "workload.pods", cause=f"agent report ({ctx.actor.name})",
               message=message, workload_id=row.id, team=row.team, attempt=row.attempt,
               status=row.status, data={"name": row.name, "pods_running": running,

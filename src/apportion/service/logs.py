@@ -26,6 +26,7 @@ from apportion.domain.errors import ValidationError
 from apportion.domain.lifecycle import Status
 from apportion.service.authz import require_agent
 from apportion.service.context import Ctx
+from apportion.service.inputs import LogChunkIn
 from apportion.service.workloads import get as get_workload
 from apportion.service.workloads import run_id
 from apportion.store.db import Session
@@ -38,24 +39,13 @@ MAX_CHUNK = 256 * 1024
 MAX_READ = 1024 * 1024
 
 
-def _int_field(body: dict[str, Any], name: str, minimum: int) -> int:
-    value = body.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValidationError(name, f"{value!r} is not a valid {name}",
-                              f"an integer >= {minimum}")
-    return value
-
-
-def append(session: Session, ctx: Ctx, body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+def append(session: Session, ctx: Ctx, chunk: LogChunkIn, max_bytes: int) -> dict[str, Any]:
     """Append one chunk of a pod's log (agent of the workload's pool only)."""
     pool = ctx.actor.pool or ""
     require_agent(ctx, pool, "agent.logs")
-    wid = _int_field(body, "workload_id", 1)
-    attempt = _int_field(body, "attempt", 1)
-    pod = _int_field(body, "pod", 0)
-    offset = _int_field(body, "offset", 0)
+    wid, attempt, pod, offset = chunk.workload_id, chunk.attempt, chunk.pod, chunk.offset
     try:
-        data = base64.b64decode(str(body.get("data") or ""), validate=True)
+        data = base64.b64decode(chunk.data, validate=True)
     except (binascii.Error, ValueError):
         raise ValidationError("data", "is not base64", "base64 of the log bytes") from None
     if len(data) > MAX_CHUNK:
@@ -64,7 +54,7 @@ def append(session: Session, ctx: Ctx, body: dict[str, Any], max_bytes: int) -> 
     row = wl_repo.get_workload(session, ctx.org_id, wid)
     if row.pool != pool and not any(a.get("pool") == pool for a in row.attempts or []):
         require_agent(ctx, row.pool or "", "agent.logs")
-    rid = body.get("run_id")
+    rid = chunk.run_id
     if rid is not None and rid != run_id(wid, attempt):
         raise ValidationError("run_id", f"{rid!r} does not match attempt {attempt}",
                               run_id(wid, attempt))

@@ -17,6 +17,7 @@ from apportion.service.authz import require_admin, require_team_admin
 from apportion.service.context import Ctx
 from apportion.service.errors import Conflict, check_version
 from apportion.service.events import add_event
+from apportion.service.inputs import OrgChange, ReservationSet, TeamChange, TeamNew
 from apportion.service.loading import capacities, load_tree, parents_of
 from apportion.service.views import org_view, reservation_view, team_view
 from apportion.store.db import Session
@@ -24,13 +25,13 @@ from apportion.store.repos import orgs as repo
 from apportion.store.repos import workloads as wl_repo
 
 
-def patch_org(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
+def patch_org(session: Session, ctx: Ctx, change: OrgChange) -> dict[str, Any]:
     require_admin(ctx, "organization.update", f"organization/{ctx.actor.org_slug}")
     org = repo.get_org(session, ctx.org_id)
-    check_version("organization", org.slug, body.get("version"), org.version)
+    check_version("organization", org.slug, change.version, org.version)
     before = org_view(org)
-    name = body.get("name")
-    if "name" in body and (not isinstance(name, str) or not 1 <= len(name) <= 255):
+    name = change.name
+    if change.has("name") and (name is None or not 1 <= len(name) <= 255):
         raise ValidationError("name", "must be a string of 1-255 characters")
     repo.update_org(org, name=name)
     after = org_view(org)
@@ -74,13 +75,13 @@ def _check_parent(session: Session, org_id: int, parent: str | None) -> None:
         )
 
 
-def create_team(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
+def create_team(session: Session, ctx: Ctx, new: TeamNew) -> dict[str, Any]:
     team = Team(
-        slug=body.get("slug"),  # type: ignore[arg-type]
-        name=body.get("name") or "",
-        parent=body.get("parent"),
-        bursting_priority=body.get("bursting_priority", 1),
-        burst_limit_percent=body.get("burst_limit_percent"),
+        slug=new.slug,
+        name=new.name or "",
+        parent=new.parent,
+        bursting_priority=new.bursting_priority,
+        burst_limit_percent=new.burst_limit_percent,
     )
     rows = repo.list_teams(session, ctx.org_id)
     parents = parents_of(rows)
@@ -101,20 +102,24 @@ def create_team(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, A
     return view
 
 
-def update_team(session: Session, ctx: Ctx, slug: str, body: dict[str, Any]) -> dict[str, Any]:
+def update_team(session: Session, ctx: Ctx, slug: str, change: TeamChange) -> dict[str, Any]:
+    """Only the fields ``change`` gives change: ``parent`` given as None moves the
+    team to the top level, ``bursting_priority`` given as None is refused (1-10)."""
     rows = repo.list_teams(session, ctx.org_id)
     parents = parents_of(rows)
     row = repo.get_team(session, ctx.org_id, slug)
     require_team_admin(ctx, parents, slug, "team.update")
-    check_version("team", slug, body.get("version"), row.version)
+    check_version("team", slug, change.version, row.version)
     before = team_detail(session, ctx.org_id, slug)
-    new_parent = body.get("parent", row.parent)
+    new_parent = change.parent if change.has("parent") else row.parent
     merged = Team(
         slug=slug,
-        name=body.get("name", row.name) or slug,
+        name=(change.name if change.has("name") else row.name) or slug,
         parent=new_parent,
-        bursting_priority=body.get("bursting_priority", row.bursting_priority),
-        burst_limit_percent=body.get("burst_limit_percent", row.burst_limit_percent),
+        bursting_priority=(change.bursting_priority if change.has("bursting_priority")
+                           else row.bursting_priority),  # type: ignore[arg-type]
+        burst_limit_percent=(change.burst_limit_percent if change.has("burst_limit_percent")
+                             else row.burst_limit_percent),
     )
     if new_parent != row.parent:
         if new_parent is None:
@@ -157,16 +162,16 @@ def _validate(session: Session, org_id: int, tree: OrgTree, pool: str | None) ->
 
 
 def set_reservation(
-    session: Session, ctx: Ctx, team: str, pool: str, body: dict[str, Any]
+    session: Session, ctx: Ctx, team: str, pool: str, body: ReservationSet
 ) -> dict[str, Any]:
     rows = repo.list_teams(session, ctx.org_id)
     parents = parents_of(rows)
     repo.get_team(session, ctx.org_id, team)
     require_team_admin(ctx, parents, team, "reservation.set")
     repo.get_pool(session, ctx.org_id, pool)
-    milli = parse_gpu_amount(body.get("gpus"), "gpus")
+    milli = parse_gpu_amount(body.gpus, "gpus")
     row = repo.find_reservation(session, ctx.org_id, team, pool)
-    check_version("reservation", f"{team}/{pool}", body.get("version"),
+    check_version("reservation", f"{team}/{pool}", body.version,
                   row.version if row is not None else 0)
     tree = load_tree(session, ctx.org_id).with_reservation(team, pool, milli)
     _validate(session, ctx.org_id, tree, pool)

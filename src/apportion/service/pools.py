@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from apportion.domain.cluster import DEFAULT_GPU_MEMORY_MIB, Packing, Pool
+from apportion.domain.cluster import Pool
 from apportion.domain.errors import NotFound
 from apportion.domain.host import parse_cpu, parse_memory_mib
 from apportion.domain.workload import placement_milli
@@ -14,8 +14,10 @@ from apportion.service.authz import require_admin
 from apportion.service.context import Ctx
 from apportion.service.errors import Conflict, check_version
 from apportion.service.events import add_event
+from apportion.service.inputs import PoolChange, PoolSettings
 from apportion.service.insights import held
 from apportion.service.loading import load_tree, node_capacity
+from apportion.service.records import PoolRecord
 from apportion.service.views import gpus, node_view, pool_view
 from apportion.store import codec
 from apportion.store.db import Session
@@ -85,32 +87,39 @@ def node_detail(session: Session, org_id: int, name: str) -> dict[str, Any]:
     return node_view(row, shown, cpu_in_use=cpu, memory_mib_in_use=memory)
 
 
-def pool_from_body(body: dict[str, Any], name: str, row: object | None) -> Pool:
-    """The pool a create or update body describes: each field from ``body``,
-    else from the stored pool ``row`` (a repository's pool row), else its default."""
-    def pick(field: str, default: Any) -> Any:
-        if field in body:
-            return body[field]
-        return getattr(row, field) if row is not None else default
-
-    topology = pick("topology", [])
+def new_pool(settings: PoolSettings) -> Pool:
+    """The pool a create body describes (the domain checks its rules)."""
     return Pool(
-        name=name,
-        gpu_type=pick("gpu_type", None),
-        gpu_memory_mib=pick("gpu_memory_mib", DEFAULT_GPU_MEMORY_MIB),
-        topology=tuple(topology or ()),
-        start_delay=pick("start_delay", 0),
-        preemption_grace=pick("preemption_grace", 0),
-        starvation_hold_after=pick("starvation_hold_after", None),
-        packing=pick("packing", Packing.FRAGMENTATION.value),
-        typical_pods=pick("typical_pods", None),
+        name=settings.name, gpu_type=settings.gpu_type,
+        gpu_memory_mib=settings.gpu_memory_mib, topology=settings.topology,
+        start_delay=settings.start_delay, preemption_grace=settings.preemption_grace,
+        starvation_hold_after=settings.starvation_hold_after, packing=settings.packing,
+        typical_pods=settings.typical_pods,
     )
 
 
-def create_pool(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
-    require_admin(ctx, "pool.create", f"pool/{body.get('name')}")
-    name = body.get("name")
-    pool = pool_from_body(body, name if isinstance(name, str) else "", None)
+def changed_pool(change: PoolChange, row: PoolRecord) -> Pool:
+    """The stored pool ``row`` with the fields ``change`` gives (a field given as
+    null takes null, which the domain refuses where a value is needed)."""
+    def pick(field: str) -> Any:
+        return getattr(change, field) if change.has(field) else getattr(row, field)
+
+    return Pool(
+        name=row.name,
+        gpu_type=pick("gpu_type"),
+        gpu_memory_mib=pick("gpu_memory_mib"),
+        topology=tuple(pick("topology") or ()),
+        start_delay=pick("start_delay"),
+        preemption_grace=pick("preemption_grace"),
+        starvation_hold_after=pick("starvation_hold_after"),
+        packing=pick("packing"),
+        typical_pods=pick("typical_pods"),
+    )
+
+
+def create_pool(session: Session, ctx: Ctx, settings: PoolSettings) -> dict[str, Any]:
+    require_admin(ctx, "pool.create", f"pool/{settings.name}")
+    pool = new_pool(settings)
     if repo.find_pool(session, ctx.org_id, pool.name) is not None:
         raise Conflict(f"pool {pool.name!r} already exists", {"pool": pool.name})
     repo.add_pool(session, ctx.org_id, pool, time.time())
@@ -120,12 +129,12 @@ def create_pool(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, A
     return view
 
 
-def update_pool(session: Session, ctx: Ctx, name: str, body: dict[str, Any]) -> dict[str, Any]:
+def update_pool(session: Session, ctx: Ctx, name: str, change: PoolChange) -> dict[str, Any]:
     require_admin(ctx, "pool.update", f"pool/{name}")
     row = repo.get_pool(session, ctx.org_id, name)
-    check_version("pool", name, body.get("version"), row.version)
+    check_version("pool", name, change.version, row.version)
     before = pool_detail(session, ctx.org_id, name)
-    pool = pool_from_body(body, name, row)
+    pool = changed_pool(change, row)
     repo.update_pool(row, pool)
     after = pool_detail(session, ctx.org_id, name)
     audit.record(session, ctx, "pool.update", f"pool/{name}", before=before, after=after)

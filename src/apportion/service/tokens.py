@@ -18,6 +18,7 @@ from apportion.service import audit
 from apportion.service.authz import require_admin
 from apportion.service.context import Actor, Ctx, Role
 from apportion.service.errors import Unauthenticated
+from apportion.service.inputs import OrgNew, TokenNew
 from apportion.service.views import org_view, token_view
 from apportion.store.db import Database, Session
 from apportion.store.repos import orgs as org_repo
@@ -135,18 +136,10 @@ class TokenVerifier:
         return actor
 
 
-def _validate_token_body(body: dict[str, Any]) -> tuple[str, Role, list[str], str | None]:
-    name = body.get("name")
-    if not isinstance(name, str) or not 1 <= len(name) <= 255:
+def _validate_token_body(new: TokenNew) -> tuple[str, Role, list[str], str | None]:
+    name, role, teams, pool = new.name, new.role, list(new.teams), new.pool
+    if not 1 <= len(name) <= 255:
         raise ValidationError("name", "must be a string of 1-255 characters")
-    try:
-        role = Role(str(body.get("role")))
-    except ValueError:
-        raise ValidationError(
-            "role", f"{body.get('role')!r} is not a role", ", ".join(r.value for r in Role)
-        ) from None
-    teams = list(body.get("teams") or [])
-    pool = body.get("pool")
     if role in (Role.TEAM_LEAD, Role.MEMBER) and not teams:
         raise ValidationError("teams", f"a {role.value} token needs at least one team")
     if role is Role.AGENT and not pool:
@@ -154,18 +147,17 @@ def _validate_token_body(body: dict[str, Any]) -> tuple[str, Role, list[str], st
     return name, role, teams, pool
 
 
-def create_token(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
+def create_token(session: Session, ctx: Ctx, new: TokenNew) -> dict[str, Any]:
     require_admin(ctx, "token.create", "tokens")
-    name, role, teams, pool = _validate_token_body(body)
+    name, role, teams, pool = _validate_token_body(new)
     for i, slug in enumerate(teams):
         if org_repo.find_team(session, ctx.org_id, slug) is None:
             known = [t.slug for t in org_repo.list_teams(session, ctx.org_id)]
             raise ValidationError(f"teams[{i}]", f"team {slug!r} does not exist"
                                   f"{did_you_mean(slug, known)}", "an existing team")
-    expires_at = body.get("expires_at")
-    days = body.get("expires_in_days")
-    if days is not None:
-        expires_at = time.time() + float(days) * 86400
+    expires_at = new.expires_at
+    if new.expires_in_days is not None:
+        expires_at = time.time() + new.expires_in_days * 86400
     view, token = add_token(
         session, ctx.org_id, name=name, role=role.value, teams=teams, pool=pool,
         expires_at=expires_at,
@@ -224,16 +216,14 @@ def bootstrap(db: Database, org_slug: str, token: str | None) -> str | None:
         return secret
 
 
-def new_org(session: Session, ctx: Ctx, body: dict[str, Any]) -> dict[str, Any]:
+def new_org(session: Session, ctx: Ctx, new: OrgNew) -> dict[str, Any]:
     require_admin(ctx, "organization.create", "organizations")
     if not ctx.actor.is_system_org:
         from apportion.service.authz import deny
 
         raise deny(ctx, "organization.create", "organizations",
                    "org_admin of the bootstrap organization")
-    slug = body.get("slug")
-    view, admin, _token = create_org(session, str(slug or ""),
-                                     str(body.get("name") or slug or ""))
+    view, admin, _token = create_org(session, new.slug, new.name or new.slug)
     audit.record(session, ctx, "organization.create", f"organization/{view['slug']}",
                  after=view)
     return {"organization": view, "admin_token": admin}

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from apportion.api.deps import CtxDep, IdemDep, body_of, capture_response, envelope, run_command
+from apportion.api.deps import CtxDep, IdemDep, capture_response, envelope, run_command
 from apportion.api.schemas import Envelope
 from apportion.api.schemas_agent import (
     DecisionRead,
@@ -20,17 +20,18 @@ from apportion.api.schemas_agent import (
 )
 from apportion.domain import limits
 from apportion.service import agents as svc
+from apportion.service.commands import Session
 
 router = APIRouter(tags=["agent"], dependencies=[Depends(capture_response)])
 
 
 @router.post("/agent/heartbeat", response_model=Envelope[HeartbeatRead])
 def heartbeat(request: Request, ctx: CtxDep, idem: IdemDep, body: Heartbeat) -> dict[str, Any]:
-    data = body_of(body)
+    beat = body.to_input()
     timeout = request.app.state.control.settings.agent_timeout
 
-    def fn(s):  # type: ignore[no-untyped-def]
-        return {**svc.heartbeat(s, ctx, data), "heartbeat_timeout": timeout}
+    def fn(s: Session) -> dict[str, Any]:
+        return {**svc.heartbeat(s, ctx, beat), "heartbeat_timeout": timeout}
 
     return run_command(request, ctx, idem, fn)
 
@@ -62,5 +63,5 @@ async def decisions(
 
 @router.post("/agent/reports", response_model=Envelope[ReportRead])
 def report(request: Request, ctx: CtxDep, idem: IdemDep, body: Report) -> dict[str, Any]:
-    data = body_of(body)
-    return run_command(request, ctx, idem, lambda s: svc.report(s, ctx, data))
+    run = body.to_input()
+    return run_command(request, ctx, idem, lambda s: svc.report(s, ctx, run))

@@ -18,7 +18,6 @@ from apportion.api.deps import (
     CtxDep,
     IdemDep,
     WorkloadId,
-    body_of,
     capture_response,
     run_command,
 )
@@ -33,9 +32,9 @@ router = APIRouter(tags=["logs"], dependencies=[Depends(capture_response)])
 
 @router.post("/agent/logs", response_model=Envelope[LogChunkRead], tags=["agent"])
 def append_log(request: Request, ctx: CtxDep, idem: IdemDep, body: LogChunk) -> dict[str, Any]:
-    data = body_of(body)
+    chunk = body.to_input()
     max_bytes = request.app.state.control.settings.log_max_bytes
-    return run_command(request, ctx, idem, lambda s: svc.append(s, ctx, data, max_bytes),
+    return run_command(request, ctx, idem, lambda s: svc.append(s, ctx, chunk, max_bytes),
                        poke=False)
 
 

@@ -12,7 +12,6 @@ from apportion.api.deps import (
     IdemDep,
     IfMatch,
     PageDep,
-    body_of,
     capture_response,
     envelope,
     page_of,
@@ -57,8 +56,8 @@ def get_current_org(request: Request, ctx: CtxDep) -> dict[str, Any]:
 def patch_current_org(
     request: Request, ctx: CtxDep, body: OrgUpdate, if_match: IfMatch = None
 ) -> dict[str, Any]:
-    data = body_of(body, if_match)
-    return command(request, ctx, None, lambda s: svc.patch_org(s, ctx, data), poke=False)
+    change = body.to_input(if_match)
+    return command(request, ctx, None, lambda s: svc.patch_org(s, ctx, change), poke=False)
 
 
 @router.get("/organizations", response_model=Envelope[list[OrgRead]], tags=["organizations"])
@@ -74,16 +73,16 @@ def list_orgs(request: Request, ctx: CtxDep, page: PageDep) -> dict[str, Any]:
 @router.post("/organizations", status_code=201, response_model=Envelope[OrgCreated],
              tags=["organizations"])
 def create_org(request: Request, ctx: CtxDep, idem: IdemDep, body: OrgCreate) -> dict[str, Any]:
-    data = body_of(body)
-    return command(request, ctx, idem, lambda s: tok.new_org(s, ctx, data), status=201)
+    new = body.to_input()
+    return command(request, ctx, idem, lambda s: tok.new_org(s, ctx, new), status=201)
 
 
 # -- tokens -------------------------------------------------------------------------------
 @router.post("/tokens", status_code=201, response_model=Envelope[TokenCreated],
              tags=["tokens"])
 def create_token(request: Request, ctx: CtxDep, idem: IdemDep, body: TokenCreate) -> dict[str, Any]:
-    data = body_of(body)
-    return command(request, ctx, idem, lambda s: tok.create_token(s, ctx, data), status=201,
+    new = body.to_input()
+    return command(request, ctx, idem, lambda s: tok.create_token(s, ctx, new), status=201,
                    poke=False)
 
 
@@ -139,16 +138,16 @@ def get_team(request: Request, ctx: CtxDep, slug: str) -> dict[str, Any]:
 @router.post("/teams", status_code=201, response_model=Envelope[TeamRead], tags=["teams"],
              responses={201: {"description": "the team", "links": links.TEAM_CREATED}})
 def create_team(request: Request, ctx: CtxDep, idem: IdemDep, body: TeamCreate) -> dict[str, Any]:
-    data = body_of(body)
-    return command(request, ctx, idem, lambda s: svc.create_team(s, ctx, data), status=201)
+    new = body.to_input()
+    return command(request, ctx, idem, lambda s: svc.create_team(s, ctx, new), status=201)
 
 
 @router.patch("/teams/{slug}", response_model=Envelope[TeamRead], tags=["teams"])
 def update_team(
     request: Request, ctx: CtxDep, slug: str, body: TeamUpdate, if_match: IfMatch = None
 ) -> dict[str, Any]:
-    data = body_of(body, if_match)
-    return command(request, ctx, None, lambda s: svc.update_team(s, ctx, slug, data))
+    change = body.to_input(if_match)
+    return command(request, ctx, None, lambda s: svc.update_team(s, ctx, slug, change))
 
 
 @router.delete("/teams/{slug}", response_model=Envelope[TeamRead], tags=["teams"])
@@ -181,8 +180,9 @@ def set_reservation(
     request: Request, ctx: CtxDep, team: str, pool: str, body: ReservationSet,
     if_match: IfMatch = None,
 ) -> dict[str, Any]:
-    data = body_of(body, if_match)
-    return command(request, ctx, None, lambda s: svc.set_reservation(s, ctx, team, pool, data))
+    wanted = body.to_input(if_match)
+    return command(request, ctx, None,
+                   lambda s: svc.set_reservation(s, ctx, team, pool, wanted))
 
 
 @router.delete("/reservations/{team}/{pool}", response_model=Envelope[ReservationRead],

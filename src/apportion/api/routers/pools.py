@@ -12,7 +12,6 @@ from apportion.api.deps import (
     IdemDep,
     IfMatch,
     PageDep,
-    body_of,
     capture_response,
     envelope,
     page_of,
@@ -52,17 +51,17 @@ def get_pool(request: Request, ctx: CtxDep, name: str) -> dict[str, Any]:
 
 @router.post("/pools", status_code=201, response_model=Envelope[PoolRead], tags=["pools"])
 def create_pool(request: Request, ctx: CtxDep, idem: IdemDep, body: PoolCreate) -> dict[str, Any]:
-    data = body_of(body)
-    data.setdefault("name", body.name)
-    return run_command(request, ctx, idem, lambda s: svc.create_pool(s, ctx, data), status=201)
+    settings = body.to_input()
+    return run_command(request, ctx, idem, lambda s: svc.create_pool(s, ctx, settings),
+                       status=201)
 
 
 @router.patch("/pools/{name}", response_model=Envelope[PoolRead], tags=["pools"])
 def update_pool(
     request: Request, ctx: CtxDep, name: str, body: PoolUpdate, if_match: IfMatch = None
 ) -> dict[str, Any]:
-    data = body_of(body, if_match)
-    return run_command(request, ctx, None, lambda s: svc.update_pool(s, ctx, name, data))
+    change = body.to_input(if_match)
+    return run_command(request, ctx, None, lambda s: svc.update_pool(s, ctx, name, change))
 
 
 @router.delete("/pools/{name}", response_model=Envelope[PoolRead], tags=["pools"])

@@ -42,8 +42,14 @@ def list_events(
 
 
 @router.get("/events/stream", response_class=StreamingResponse,
-            responses={200: {"content": {"text/event-stream": {}},
-                             "description": "Server-Sent Events"}})
+            responses={200: {"content": {"text/event-stream": {"schema": {
+                "type": "string",
+                "description": "Server-Sent Events: per event `id: <id>`, `event: <type>` "
+                "and `data: <the event as JSON>` (see `x-data`); `: keep-alive` comments "
+                "every 15 s when quiet",
+                "x-data": {"$ref": "#/components/schemas/EventRead"}}}},
+                "description": "the organization's events from `Last-Event-ID`, as they "
+                "happen"}})
 async def stream_events(
     request: Request, ctx: CtxDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,

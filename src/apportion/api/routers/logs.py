@@ -62,8 +62,16 @@ class _Prefixer:
 
 
 @router.get("/workloads/{workload_id}/logs", response_class=Response,
-            responses={200: {"content": {"text/plain": {}},
-                             "description": "the program's output"}})
+            responses={200: {
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+                "description": "the program's output (with several pods and no `pod`, each "
+                "line prefixed `[pod i] `)",
+                "headers": {
+                    "X-Log-Attempt": {"schema": {"type": "integer"},
+                                      "description": "the attempt read"},
+                    "X-Log-Next-Offset": {"schema": {"type": "integer"},
+                                          "description": "one pod, not following: where "
+                                          "the next read starts"}}}})
 async def workload_logs(
     request: Request, ctx: CtxDep, workload_id: WorkloadId,
     attempt: Annotated[int | None, Query(ge=1, le=limits.MAX_INT64,

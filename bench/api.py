@@ -16,8 +16,20 @@ postgres_submits_per_s, p50_ms and p99_ms (SQLite's latencies; PostgreSQL's
 are under "postgres").
 
     python bench/api.py [--clients 8] [--seconds 5] [--max 5000] [--quick]
+    python bench/api.py --compare /tmp/api-base --rounds 5
 
 ``--quick`` (the test suite's smoke run) measures SQLite only, briefly.
+
+Each run also reports the server process's CPU time per acknowledged
+submission (``cpu_ms_per_submit``, from /proc: user + system), a work counter
+that a loaded machine disturbs less than the rate.
+
+``--compare DIR`` measures another checkout (``DIR/src``, e.g. made with
+``git worktree add /tmp/api-base <commit>``) against this one in the same
+process: ``--rounds`` rounds, each running both checkouts on both backends,
+the order alternating from round to round, every run on a fresh database. It
+prints each run, then medians and the ratios this/base; the last line is the
+JSON of it all.
 """
 
 from __future__ import annotations
@@ -30,18 +42,28 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 TOKEN = "apt_benchbench01_" + "b" * 32
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+#: this checkout's package source
+HERE = Path(__file__).resolve().parents[1] / "src"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -51,10 +73,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def server(url: str) -> Iterator[str]:
+def server(url: str, src: Path = HERE) -> Iterator[tuple[str, int]]:
+    """A server of the package at ``src``; yields its base URL and process id."""
     port = free_port()
     env = {**os.environ, "APPORTION_DATABASE_URL": url, "APPORTION_BOOTSTRAP_TOKEN": TOKEN,
-           "APPORTION_RATE_LIMIT": "0"}
+           "APPORTION_RATE_LIMIT": "0", "PYTHONPATH": str(src)}
     proc = subprocess.Popen(
         [sys.executable, "-c", "from apportion.cli.main import main; main()", "server",
          "--port", str(port), "--log-level", "warning"],
@@ -73,7 +96,7 @@ def server(url: str) -> Iterator[str]:
                     time.sleep(0.1)
             else:
                 raise RuntimeError("server did not start within 60 s")
-        yield base
+        yield base, proc.pid
     finally:
         proc.terminate()
         try:
@@ -184,14 +207,72 @@ def throwaway_postgres() -> Iterator[str | None]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def bench(url: str, args: argparse.Namespace, label: str) -> dict[str, Any]:
-    with server(url) as base:
+def bench(url: str, args: argparse.Namespace, label: str, src: Path = HERE) -> dict[str, Any]:
+    with server(url, src) as (base, pid):
         setup(base)
+        cpu0 = cpu_seconds(pid)
         result = run_clients(base, args.clients, args.seconds, args.max)
+        cpu = cpu_seconds(pid) - cpu0
+    result["cpu_ms_per_submit"] = round(cpu * 1000 / max(1, result["submitted"]), 3)
     print(f"{label}: {result['submits_per_s']} submissions/s, p50 {result['p50_ms']} ms, "
-          f"p99 {result['p99_ms']} ms ({result['submitted']} in {result['seconds']} s, "
-          f"{result['errors']} errors)", file=sys.stderr)
+          f"p99 {result['p99_ms']} ms, {result['cpu_ms_per_submit']} ms CPU each "
+          f"({result['submitted']} in {result['seconds']} s, {result['errors']} errors)",
+          file=sys.stderr)
     return result
+
+
+def fresh_postgres(server_url: str, name: str) -> str:
+    """A new empty database ``name`` on the PostgreSQL server of ``server_url``."""
+    import psycopg
+
+    plain = server_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return server_url.rsplit("/", 1)[0] + "/" + name
+
+
+def compare(args: argparse.Namespace, pg_url: str | None) -> dict[str, Any]:
+    """``--rounds`` rounds of base and this checkout on each backend, alternating."""
+    sides = {"base": Path(args.compare).resolve() / "src", "this": HERE}
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+        b: {s: [] for s in sides} for b in ("sqlite", "postgres")}
+    n = 0
+    for r in range(args.rounds):
+        order = ["base", "this"] if r % 2 == 0 else ["this", "base"]
+        for side in order:
+            n += 1
+            tmp = tempfile.mkdtemp(prefix="apportion-bench-")
+            try:
+                runs["sqlite"][side].append(bench(f"sqlite:///{tmp}/bench.db", args,
+                                                  f"round {r + 1} sqlite {side}", sides[side]))
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if pg_url is not None:
+                url = fresh_postgres(pg_url, f"bench_{n}")
+                runs["postgres"][side].append(bench(url, args, f"round {r + 1} postgres {side}",
+                                                    sides[side]))
+    summary: dict[str, Any] = {}
+    for backend, by_side in runs.items():
+        if not by_side["this"]:
+            continue
+        med = {side: {"submits_per_s": statistics.median(x["submits_per_s"] for x in rs),
+                      "cpu_ms_per_submit": statistics.median(x["cpu_ms_per_submit"] for x in rs),
+                      "p50_ms": statistics.median(x["p50_ms"] for x in rs),
+                      "runs_submits_per_s": [x["submits_per_s"] for x in rs]}
+               for side, rs in by_side.items()}
+        med["ratio_submits_per_s"] = round(
+            med["this"]["submits_per_s"] / med["base"]["submits_per_s"], 3)
+        med["ratio_cpu_ms_per_submit"] = round(
+            med["this"]["cpu_ms_per_submit"] / med["base"]["cpu_ms_per_submit"], 3)
+        summary[backend] = med
+        print(f"{backend}: median {med['base']['submits_per_s']} -> "
+              f"{med['this']['submits_per_s']} submissions/s "
+              f"(x{med['ratio_submits_per_s']}); CPU {med['base']['cpu_ms_per_submit']} -> "
+              f"{med['this']['cpu_ms_per_submit']} ms per submission "
+              f"(x{med['ratio_cpu_ms_per_submit']})", file=sys.stderr)
+    return {"compare": str(args.compare), "rounds": args.rounds, "clients": args.clients,
+            "seconds": args.seconds, "load_average": os.getloadavg(), "summary": summary}
 
 
 def main() -> None:
@@ -202,11 +283,24 @@ def main() -> None:
     parser.add_argument("--postgres-url", default=os.environ.get("APPORTION_BENCH_POSTGRES_URL"))
     parser.add_argument("--quick", action="store_true",
                         help="CI smoke run: 2 clients, 1 s, at most 300, SQLite only")
+    parser.add_argument("--compare", metavar="DIR",
+                        help="another checkout to measure against this one (its DIR/src)")
+    parser.add_argument("--rounds", type=int, default=5, help="with --compare (1-50)")
     args = parser.parse_args()
     if args.quick:
         args.clients, args.seconds, args.max = 2, 1.0, 300
     args.clients = max(1, min(64, args.clients))
     args.seconds = max(0.5, min(60.0, args.seconds))
+    if args.compare:
+        if not (Path(args.compare) / "src" / "apportion").is_dir():
+            parser.error(f"--compare: {args.compare}/src/apportion is not a checkout")
+        args.rounds = max(1, min(50, args.rounds))
+        if args.postgres_url:
+            print(json.dumps(compare(args, args.postgres_url)))
+            return
+        with throwaway_postgres() as url:
+            print(json.dumps(compare(args, url)))
+        return
     tmp = tempfile.mkdtemp(prefix="apportion-bench-")
     try:
         sqlite = bench(f"sqlite:///{tmp}/bench.db", args, "sqlite")

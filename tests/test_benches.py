@@ -134,6 +134,11 @@ def _check_api(r: dict[str, Any]) -> None:
     assert 0 < r["p50_ms"] <= r["p99_ms"]
     assert r["clients"] == 2
     assert r["postgres"] is None and r["postgres_submits_per_s"] is None  # not in --quick
+    assert 0 < sqlite["cpu_ms_per_submit"] < 1000  # the server's CPU per submission
+
+
+def _check_profile_api(r: dict[str, Any]) -> None:
+    assert r["submissions"] == 20 and 0 < r["cpu_ms_per_submit_profiled"] < 1000
 
 
 def _check_dashboard(r: dict[str, Any]) -> None:
@@ -159,6 +164,8 @@ CASES = [
     pytest.param(["simulate.py", "--workloads", "200", "--nodes", "60", "--teams", "10"],
                  _check_simulate, id="simulate"),
     pytest.param(["api.py", "--quick"], _check_api, id="api"),
+    pytest.param(["profile_api.py", "--count", "20", "--top", "5"], _check_profile_api,
+                 id="profile_api"),
     pytest.param(["dashboard.py", "--quick"], _check_dashboard, id="dashboard"),
 ]
 

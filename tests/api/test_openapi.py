@@ -57,7 +57,8 @@ def test_health_metrics_stream_and_logs_are_served_as_documented(api: Api) -> No
     assert health["503"]["content"]["application/json"]["schema"]["$ref"].endswith(
         "/HealthRead")
     stream = spec["paths"]["/v1/events/stream"]["get"]["responses"]["200"]
-    assert stream["content"]["text/event-stream"]["schema"]["x-data"] == {
+    event = stream["content"]["text/event-stream"]["schema"]
+    assert event["properties"]["data"]["contentSchema"] == {
         "$ref": "#/components/schemas/EventRead"}
     logs = spec["paths"]["/v1/workloads/{workload_id}/logs"]["get"]["responses"]["200"]
     assert set(logs["headers"]) == {"X-Log-Attempt", "X-Log-Next-Offset"}

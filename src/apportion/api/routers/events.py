@@ -23,6 +23,22 @@ from apportion.service.changes import events_topic
 
 router = APIRouter(tags=["events"], dependencies=[Depends(capture_response)])
 KEEPALIVE_SECONDS = 15.0
+#: One event of the stream, as an SSE client parses it (OpenAPI 3.1 / JSON Schema:
+#: ``data`` is JSON text whose content is an ``EventRead``). Between events the
+#: stream may carry ``retry: 2000`` and ``: keep-alive`` comments (every 15 s).
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "description": "one Server-Sent Event: `id: <event id>`, `event: <type>`, `data: "
+    "<the event as JSON>`; resume with `Last-Event-ID`",
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "the event id"},
+        "event": {"type": "string", "description": "the event type"},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": {"$ref": "#/components/schemas/EventRead"}},
+        "retry": {"type": "integer"},
+    },
+    "required": ["id", "event", "data"],
+}
 
 
 @router.get("/events", response_model=Envelope[list[EventRead]])
@@ -42,14 +58,9 @@ def list_events(
 
 
 @router.get("/events/stream", response_class=StreamingResponse,
-            responses={200: {"content": {"text/event-stream": {"schema": {
-                "type": "string",
-                "description": "Server-Sent Events: per event `id: <id>`, `event: <type>` "
-                "and `data: <the event as JSON>` (see `x-data`); `: keep-alive` comments "
-                "every 15 s when quiet",
-                "x-data": {"$ref": "#/components/schemas/EventRead"}}}},
-                "description": "the organization's events from `Last-Event-ID`, as they "
-                "happen"}})
+            responses={200: {"content": {"text/event-stream": {"schema": SSE_EVENT}},
+                             "description": "the organization's events from "
+                             "`Last-Event-ID`, as they happen"}})
 async def stream_events(
     request: Request, ctx: CtxDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,

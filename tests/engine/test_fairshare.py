@@ -243,6 +243,15 @@ CASES = [
         # org's bucket, before ops (submitted later) gets the last 2
         id="workload-partly-granted-by-one-bucket-goes-on-to-the-next",
     ),
+    pytest.param(
+        Case(org(team("a", res="1.001"), team("b")), "4",
+             [res("a", "1"), ela("a", BIG), ela("b", BIG)],
+             {"a": "2.5005", "b": "1.4995"}, "2.999"),
+        # a's reserved work leaves 1 milli-GPU of its bucket: that milli serves
+        # a's elastic work first (step 2a), and the other 2.999 GPUs split
+        # evenly (without it a would get 2.5, b 1.5)
+        id="one-milli-gpu-left-in-a-leaf-bucket-serves-its-elastic-work",
+    ),
 ]
 
 

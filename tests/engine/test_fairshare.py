@@ -252,6 +252,15 @@ CASES = [
         # evenly (without it a would get 2.5, b 1.5)
         id="one-milli-gpu-left-in-a-leaf-bucket-serves-its-elastic-work",
     ),
+    pytest.param(
+        Case(org(team("g", res="10"), team("p", "g", pct=50, res="4"),
+                 team("c2", "p", res="1"), team("z1", "p", res="2")), "10",
+             [res("c2", "6", wid=1), res("z1", "2", wid=2)],
+             {"c2": "4", "z1": "2", "p": "6", "g": "6"}, "4"),
+        # p's cap is 4 x 1.5 = 6: z1's 2 (all inside its own bucket) count
+        # against it, so g's bucket tops c2 up only to 4 (own 1, p's 1, g's 2)
+        id="a-cap-counts-the-reserved-work-of-every-child-below-it",
+    ),
 ]
 
 

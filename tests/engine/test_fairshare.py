@@ -297,6 +297,15 @@ def test_refused_demand_names_the_field() -> None:
         entitlements(seed_org(), POOL, gpus(48), [ela("nlp", "-1")])
     assert negative.value.field == "demand.milli"
     assert negative.value.message == "must be >= 0, got -1000"
+    # a CPU-only workload's demand is 0 milli-GPU: accepted, added and removed
+    # one by one as well as in bulk, and it takes no share
+    zero = entitlements(seed_org(), POOL, gpus(48), [ela("nlp", "0"), ela("vision", BIG)])
+    assert (zero.of("nlp"), zero.of("vision")) == (0, gpus(48))
+    book = DemandBook(seed_org(), POOL, [ela("vision", BIG)])
+    book.add(ela("nlp", "0", wid=7))
+    assert book.entitlements(gpus(48)).of("nlp") == 0
+    book.remove(ela("nlp", "0", wid=7))
+    assert book.entitlements(gpus(48)).of("vision") == gpus(48)
 
 
 def test_demand_book_follows_adds_and_removes() -> None:

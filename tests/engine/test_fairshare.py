@@ -261,6 +261,16 @@ CASES = [
         # against it, so g's bucket tops c2 up only to 4 (own 1, p's 1, g's 2)
         id="a-cap-counts-the-reserved-work-of-every-child-below-it",
     ),
+    pytest.param(
+        Case(org(team("t", res="10"), team("a", "t", pct=0, res="4"), team("l1", "a", res="1"),
+                 team("p", "a", res="3"), team("l2", "p"), team("l3", "p")), "10",
+             [res("l1", "2", wid=1), ela("l2", BIG, wid=2)],
+             {"l1": "2", "l2": "2", "p": "2", "a": "4", "t": "4"}, "6"),
+        # l1's reserved 2: its own bucket's 1, then t's bucket (a's is 0);
+        # p's bucket (3) then serves l2's elastic work, but a's cap (4, pct 0)
+        # leaves room for 2 of it (SPEC 4 step 2: cap - granted so far)
+        id="an-ancestor-bucket-s-elastic-grant-stays-within-a-cap-above-it",
+    ),
 ]
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from apportion.domain.errors import ReservationError, ValidationError
+from apportion.domain.errors import NotFound, ReservationError, ValidationError
 from apportion.domain.org import Team, build_tree, validate_reservations
 
 
@@ -89,3 +89,11 @@ def test_unknown_parent_and_duplicates() -> None:
         build_tree([Team("a", parent="ghost")])
     with pytest.raises(ValidationError, match="defined twice"):
         build_tree([Team("a"), Team("a")])
+
+
+def test_an_unknown_team_is_named_with_a_suggestion() -> None:
+    tree = build_tree([Team("research"), Team("nlp", parent="research")])
+    with pytest.raises(NotFound) as err:
+        tree.team("nlpp")
+    assert (err.value.kind, err.value.name) == ("team", "nlpp")
+    assert str(err.value) == "team 'nlpp' not found; did you mean 'nlp'?"

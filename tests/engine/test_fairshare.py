@@ -291,6 +291,8 @@ def test_unknown_team_is_zero_and_counters_count_work() -> None:
     assert result.counters["items"] == 3
     assert result.counters["levels"] == 1
     assert result.counters["teams_visited"] > 0
+    assert result.counters["teams"] == 4  # research, nlp, vision, production
+    assert result.counters["fills"] == 1  # one bursting level, one fill
 
 
 def test_demand_of_a_team_with_children_is_refused() -> None:

@@ -84,6 +84,16 @@ def test_team_validation(kwargs: dict, field: str) -> None:
     assert err.value.field == field
 
 
+def test_team_errors_say_what_is_allowed() -> None:
+    with pytest.raises(ValidationError) as pct:
+        Team("a", burst_limit_percent=-5)
+    assert str(pct.value) == ("burst_limit_percent: must be an integer >= 0 or null, got -5"
+                              " (allowed: an integer >= 0, or null for unlimited)")
+    with pytest.raises(ValidationError) as weight:
+        Team("a", bursting_priority=11)
+    assert weight.value.allowed == "1..10"
+
+
 def test_unknown_parent_and_duplicates() -> None:
     with pytest.raises(ValidationError, match="does not exist"):
         build_tree([Team("a", parent="ghost")])

@@ -57,3 +57,4 @@ def test_route_and_start_events_name_the_cycle_and_the_nodes() -> None:
     assert started.message == ("admitted in pool main on free GPUs"
                                " (main-n000, main-n001, main-n002 and 2 more)")
     assert plan.counters["placements"] >= 1 and plan.counters["devices_examined"] >= 5
+    assert plan.counters["nodes_examined"] >= 5  # a pod on each of five nodes

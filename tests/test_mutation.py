@@ -54,7 +54,7 @@ def test_the_sampled_engine_mutants_are_killed() -> None:
     assert lines, stdout[-3000:] + stderr[-3000:]
     stats = json.loads(lines[-1].removeprefix("MUTATION_STATS "))
     apart = ("score", "not checked", "skipped", "equivalent")
-    tested = sum(v for k, v in stats.items() if k not in apart)
+    tested = sum(v for k, v in stats.items() if k not in apart and not k.endswith("_score"))
     assert tested >= 50, stats  # the sample really ran
     assert stats.get("not checked", 0) == 0, stats
     assert stats["score"] >= MIN_SCORE, (stats, (ROOT / ".mutation/ci/survivors.txt").read_text())

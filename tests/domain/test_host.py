@@ -27,6 +27,9 @@ def test_bad_cpu_names_the_field_and_the_step(value: object) -> None:
     with pytest.raises(ValidationError) as err:
         parse_cpu(value, "cpu")
     assert err.value.field == "cpu" and "multiple of 0.001 ≥ 0" in err.value.message
+    with pytest.raises(ValidationError) as unnamed:
+        parse_cpu(value)  # the field is "cpu" unless the caller names another
+    assert unnamed.value.field == "cpu"
 
 
 @pytest.mark.parametrize("value", [1.5, -1, "64Gi", False])

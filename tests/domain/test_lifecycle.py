@@ -72,3 +72,17 @@ def test_evolve_is_replace_and_refuses_unknown_fields() -> None:
     assert (w.pool, w.head_since) == (None, None)  # the original is untouched
     with pytest.raises(TypeError, match="poool"):
         evolve(w, poool="p")
+
+
+def test_starting_clears_the_nomination_and_the_hold() -> None:
+    """SPEC 6.6/6.7: a nominated (or held) workload starts on its devices and
+    then holds no nomination: the devices are its placement now."""
+    from apportion.domain.workload import DeviceShare, PodPlacement
+
+    devices = (PodPlacement("n0", (DeviceShare(0, 1000),)),)
+    for is_hold in (False, True):
+        w = transition(submitted(1, spec(), at=0), Status.QUEUED, 0, pool="main")
+        w = evolve(w, nomination=devices, is_hold=is_hold)
+        w = transition(w, Status.STARTING, 5, placement=devices)
+        assert (w.nomination, w.is_hold, w.placement) == ((), False, devices)
+        assert w.nominated_milli == 0

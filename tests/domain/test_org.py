@@ -1,6 +1,6 @@
 import pytest
 
-from apportion.domain.errors import ReservationError, ValidationError
+from apportion.domain.errors import NotFound, ReservationError, ValidationError
 from apportion.domain.org import Team, build_tree, validate_reservations
 
 
@@ -84,8 +84,26 @@ def test_team_validation(kwargs: dict, field: str) -> None:
     assert err.value.field == field
 
 
+def test_team_errors_say_what_is_allowed() -> None:
+    with pytest.raises(ValidationError) as pct:
+        Team("a", burst_limit_percent=-5)
+    assert str(pct.value) == ("burst_limit_percent: must be an integer >= 0 or null, got -5"
+                              " (allowed: an integer >= 0, or null for unlimited)")
+    with pytest.raises(ValidationError) as weight:
+        Team("a", bursting_priority=11)
+    assert weight.value.allowed == "1..10"
+
+
 def test_unknown_parent_and_duplicates() -> None:
     with pytest.raises(ValidationError, match="does not exist"):
         build_tree([Team("a", parent="ghost")])
     with pytest.raises(ValidationError, match="defined twice"):
         build_tree([Team("a"), Team("a")])
+
+
+def test_an_unknown_team_is_named_with_a_suggestion() -> None:
+    tree = build_tree([Team("research"), Team("nlp", parent="research")])
+    with pytest.raises(NotFound) as err:
+        tree.team("nlpp")
+    assert (err.value.kind, err.value.name) == ("team", "nlpp")
+    assert str(err.value) == "team 'nlpp' not found; did you mean 'nlp'?"

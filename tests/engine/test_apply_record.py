@@ -40,3 +40,21 @@ def test_a_requeued_victim_s_record() -> None:
     assert (owner.status.value, owner.started_at) == ("Running", 130)
     started = [ev for ev in owner.events if ev.status.value == "Starting"]
     assert [(ev.at, ev.cause) for ev in started] == [(130, f"cycle {w.cycle_id}")]
+
+
+def test_route_and_start_events_name_the_cycle_and_the_nodes() -> None:
+    """The Queued event of a routed workload names the cycle that routed it;
+    a start across five nodes lists the first three and counts the rest,
+    and the cycle's counters say how many devices placement looked at."""
+    w = World().pool(nodes=5, gpus=1).team("a")
+    w.submit("gang", "a", 1, pods=5)
+    plan = w.cycle()
+    gang = w.w("gang")
+    queued = [e for e in gang.events if e.status.value == "Queued"]
+    assert [(e.at, e.cause) for e in queued] == [(0, "cycle 1")]
+    (started,) = [e for e in gang.events if e.status.value == "Starting"]
+    assert started.cause == "cycle 1"
+    assert started.message == ("admitted in pool main on free GPUs"
+                               " (main-n000, main-n001, main-n002 and 2 more)")
+    assert plan.counters["placements"] >= 1 and plan.counters["devices_examined"] >= 5
+    assert plan.counters["nodes_examined"] >= 5  # a pod on each of five nodes

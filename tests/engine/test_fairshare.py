@@ -243,6 +243,34 @@ CASES = [
         # org's bucket, before ops (submitted later) gets the last 2
         id="workload-partly-granted-by-one-bucket-goes-on-to-the-next",
     ),
+    pytest.param(
+        Case(org(team("a", res="1.001"), team("b")), "4",
+             [res("a", "1"), ela("a", BIG), ela("b", BIG)],
+             {"a": "2.5005", "b": "1.4995"}, "2.999"),
+        # a's reserved work leaves 1 milli-GPU of its bucket: that milli serves
+        # a's elastic work first (step 2a), and the other 2.999 GPUs split
+        # evenly (without it a would get 2.5, b 1.5)
+        id="one-milli-gpu-left-in-a-leaf-bucket-serves-its-elastic-work",
+    ),
+    pytest.param(
+        Case(org(team("g", res="10"), team("p", "g", pct=50, res="4"),
+                 team("c2", "p", res="1"), team("z1", "p", res="2")), "10",
+             [res("c2", "6", wid=1), res("z1", "2", wid=2)],
+             {"c2": "4", "z1": "2", "p": "6", "g": "6"}, "4"),
+        # p's cap is 4 x 1.5 = 6: z1's 2 (all inside its own bucket) count
+        # against it, so g's bucket tops c2 up only to 4 (own 1, p's 1, g's 2)
+        id="a-cap-counts-the-reserved-work-of-every-child-below-it",
+    ),
+    pytest.param(
+        Case(org(team("t", res="10"), team("a", "t", pct=0, res="4"), team("l1", "a", res="1"),
+                 team("p", "a", res="3"), team("l2", "p"), team("l3", "p")), "10",
+             [res("l1", "2", wid=1), ela("l2", BIG, wid=2)],
+             {"l1": "2", "l2": "2", "p": "2", "a": "4", "t": "4"}, "6"),
+        # l1's reserved 2: its own bucket's 1, then t's bucket (a's is 0);
+        # p's bucket (3) then serves l2's elastic work, but a's cap (4, pct 0)
+        # leaves room for 2 of it (SPEC 4 step 2: cap - granted so far)
+        id="an-ancestor-bucket-s-elastic-grant-stays-within-a-cap-above-it",
+    ),
 ]
 
 
@@ -263,6 +291,8 @@ def test_unknown_team_is_zero_and_counters_count_work() -> None:
     assert result.counters["items"] == 3
     assert result.counters["levels"] == 1
     assert result.counters["teams_visited"] > 0
+    assert result.counters["teams"] == 4  # research, nlp, vision, production
+    assert result.counters["fills"] == 1  # one bursting level, one fill
 
 
 def test_demand_of_a_team_with_children_is_refused() -> None:
@@ -279,6 +309,15 @@ def test_refused_demand_names_the_field() -> None:
         entitlements(seed_org(), POOL, gpus(48), [ela("nlp", "-1")])
     assert negative.value.field == "demand.milli"
     assert negative.value.message == "must be >= 0, got -1000"
+    # a CPU-only workload's demand is 0 milli-GPU: accepted, added and removed
+    # one by one as well as in bulk, and it takes no share
+    zero = entitlements(seed_org(), POOL, gpus(48), [ela("nlp", "0"), ela("vision", BIG)])
+    assert (zero.of("nlp"), zero.of("vision")) == (0, gpus(48))
+    book = DemandBook(seed_org(), POOL, [ela("vision", BIG)])
+    book.add(ela("nlp", "0", wid=7))
+    assert book.entitlements(gpus(48)).of("nlp") == 0
+    book.remove(ela("nlp", "0", wid=7))
+    assert book.entitlements(gpus(48)).of("vision") == gpus(48)
 
 
 def test_demand_book_follows_adds_and_removes() -> None:

@@ -70,3 +70,21 @@ def test_a_pool_s_typical_pods_replace_the_whole_node_prior() -> None:
     w.submit("nlp-half", "nlp", 0.5)
     w.settle()
     assert {p.node for p in w.w("nlp-half").placement} == {"main-n000"}
+
+
+def test_a_share_skips_a_cpu_only_node_and_a_full_one() -> None:
+    """A node without GPUs (CPU-only work runs there) and a full node have no
+    device a half GPU could share: it goes to the third node, next to the
+    4-GPU job already there (that node's empty GPUs stay whole for another
+    4-GPU pod)."""
+    w = World().pool(nodes=2).team("prod", main=16).team("nlp")
+    w.nodes.append(Node("main-cpu", "main", 0))
+    w.submit("full", "prod", 8, wclass="reserved", running=True)
+    w.submit("four", "prod", 4, wclass="reserved", running=True)
+    w.submit("nlp-half", "nlp", 0.5)
+    w.settle()
+    (full,) = {p.node for p in w.w("full").placement}
+    (four,) = {p.node for p in w.w("four").placement}
+    assert full != four and "main-cpu" not in (full, four)
+    assert {p.node for p in w.w("nlp-half").placement} == {four}
+    assert w.status("nlp-half") == "Running"

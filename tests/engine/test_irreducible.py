@@ -72,20 +72,38 @@ def crowded(draw: st.DrawFn) -> World:
     return w
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(crowded(), st.sampled_from([2, 3, 4]), st.sampled_from(["reserved", "elastic"]),
-       st.sampled_from(["a", "b", "c"]))
-def test_no_victim_can_be_spared(w: World, gpus: float, wclass: str, team: str) -> None:
-    if wclass == "reserved" and team != "b":
-        team = "b"
-    w.submit("newcomer", team, gpus, wclass=wclass, priority=None if wclass == "reserved" else 90)
-    snap = w.snapshot()
-    plan = run_cycle(snap, CycleConfig(1))
-    found = first_preemption(plan)
-    if found is None:
-        return
-    wid, victims = found
-    assert fits_with(snap, plan, wid, victims)
-    for spared in victims:
-        rest = [v for v in victims if v != spared]
-        assert not fits_with(snap, plan, wid, rest), f"victim {spared} was not needed"
+def test_no_victim_can_be_spared() -> None:
+    """Over a fixed (derandomized) sample of 60 crowded worlds and newcomers,
+    every preemption's victim set is irreducible. A newcomer that needs no
+    victim has nothing to check, so the sample's preemptions are counted and
+    bounded: at least a quarter of the examples must preempt (21 of the 60 do
+    on 2026-12-03; issue 19: before the count, 33 of 60 returned early unseen)."""
+    seen = {"examples": 0, "preempting": 0, "victims": 0}
+
+    @settings(max_examples=60, derandomize=True, database=None, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(crowded(), st.sampled_from([2, 3, 4]), st.sampled_from(["reserved", "elastic"]),
+           st.sampled_from(["a", "b", "c"]))
+    def run(w: World, gpus: float, wclass: str, team: str) -> None:
+        seen["examples"] += 1
+        if wclass == "reserved" and team != "b":
+            team = "b"
+        w.submit("newcomer", team, gpus, wclass=wclass,
+                 priority=None if wclass == "reserved" else 90)
+        snap = w.snapshot()
+        plan = run_cycle(snap, CycleConfig(1))
+        found = first_preemption(plan)
+        if found is None:
+            return  # counted: the bound below keeps these a minority
+        seen["preempting"] += 1
+        wid, victims = found
+        seen["victims"] += len(victims)
+        assert fits_with(snap, plan, wid, victims)
+        for spared in victims:
+            rest = [v for v in victims if v != spared]
+            assert not fits_with(snap, plan, wid, rest), f"victim {spared} was not needed"
+
+    run()
+    assert seen["examples"] >= 30, seen  # the sample really ran
+    assert seen["preempting"] * 4 >= seen["examples"], seen
+    assert seen["victims"] > seen["preempting"], seen  # some sets of several victims

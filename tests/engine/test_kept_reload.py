@@ -140,3 +140,26 @@ def test_a_rack_s_victims_include_work_started_in_earlier_cycles(runner: str) ->
     w.settle()
     assert w.preempted() == ["new", "old"]
     assert w.status("owner") == "Running"
+
+
+@pytest.mark.parametrize("runner", ["fresh", "kept", "hinted"])
+def test_work_routed_by_a_plan_never_applied_then_cancelled_leaves_no_demand(
+    runner: str,
+) -> None:
+    """A cycle routed b's job (its demand counted in the pool from then on),
+    but the plan was never applied (a stale snapshot), and the job was
+    cancelled before the next cycle. SPEC 4's demand is the work placed or
+    waiting: b has none, so a's two jobs are entitled to the whole pool."""
+    cycle_fn = {"fresh": run_cycle, "kept": CycleCache(), "hinted": Hinted()}[runner]
+    w = World(cycle_fn).pool(nodes=1, gpus=8).team("a").team("b")
+    w.submit("ya", "a", 4, running=True)
+    w.submit("ghost", "b", 8)
+    unapplied = cycle_fn(w.snapshot(), CycleConfig(cycle_id=999))
+    assert [d.kind.value for d in unapplied.decisions][:1] == ["route"]
+    assert unapplied.entitlements["main"]["b"] > 0
+    w.states[w.names["ghost"]] = transition(w.w("ghost"), Status.CANCELLED, w.now)
+    w.submit("more", "a", 4)
+    w.settle()
+    shares = w.plans[-1].entitlements["main"]
+    assert (shares["a"], shares["b"]) == (8000, 0)
+    assert w.status("more") == "Running"

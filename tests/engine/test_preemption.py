@@ -435,3 +435,28 @@ def test_the_most_recently_started_goes_first_also_against_time_zero() -> None:
     w.submit("owner", "b", 4, wclass="reserved")
     w.settle()
     assert w.preempted() == ["second"]
+
+
+def test_a_same_team_victim_too_small_to_keep_the_team_within_its_share_is_passed_over() -> None:
+    """SPEC 6.4, same team: with W added and every victim removed the team may
+    not end further over its entitlement than it was. One node of 5 GPUs; t
+    runs big (2 GPUs) and small (1 GPU), o runs 1 GPU and waits for 2 more
+    (refused: o would end as far over as t is). t's priority-50 want (2 GPUs)
+    is entitled to its 2 first, then t and o split the other 3 at priority 10:
+    t is entitled to 3.5 and uses 3. small is the cheapest victim (least work
+    lost), and with the free GPU it would make room, but t would end at 4 >
+    3.5; big is taken instead (t ends at 3) and small keeps running."""
+    w = World().pool(nodes=1, gpus=5)
+    w.team("o").team("t")
+    w.submit("big", "t", 2, priority=10, running=True)
+    w.submit("small", "t", 1, priority=10, running=True)
+    w.submit("o1", "o", 1, priority=10, running=True)
+    w.submit("o2", "o", 2, priority=10)
+    w.settle()
+    assert w.code("o2") == "FAIR_SHARE" and w.preempted() == []
+    w.advance(10)
+    w.submit("want", "t", 2, priority=50)
+    w.settle()
+    assert w.status("want") == "Running"
+    assert w.preempted() == ["big"]
+    assert w.status("small") == "Running" and w.usage("t") == 3

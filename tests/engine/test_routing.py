@@ -107,3 +107,22 @@ def test_headroom_in_half_milli_gpus_decides_the_pool() -> None:
     w.submit("job", "a", 1)
     w.settle()
     assert w.w("job").pool == "p2" and w.status("job") == "Running"
+
+
+def test_equal_cost_preemptions_fall_to_the_domain_name_before_the_pool_name() -> None:
+    """SPEC 6.1 prefers "the cheapest preemption (cost as in 6.5)", and 6.5's
+    cost ends with the domain name: two pools whose victim sets cost the same
+    (one Running 4-GPU job of team a each) are told apart by the rack W would
+    use, r1 in p2 before r9 in p1, before the pool name (the last criterion)
+    is read. b's reserved job needing a whole rack goes to p2 and preempts
+    a2 there; a1 keeps running in p1."""
+    w = (World().pool("p1", racks={"r9": 1}, gpus=4, topology=("zone", "rack"))
+         .pool("p2", racks={"r1": 1}, gpus=4, topology=("zone", "rack")))
+    w.team("a").team("b", p1=4, p2=4)
+    w.submit("a1", "a", 4, pool="p1", running=True)
+    w.submit("a2", "a", 4, pool="p2", running=True)
+    w.submit("need", "b", 4, wclass="reserved", topology={"level": "rack", "mode": "required"})
+    w.settle()
+    assert w.w("need").pool == "p2" and w.status("need") == "Running"
+    assert w.preempted() == ["a2"] and w.status("a1") == "Running"
+    assert w.w("need").placement[0].node == "p2-r1-n0"

@@ -220,3 +220,42 @@ def test_a_search_that_succeeds_is_left_to_the_greedy() -> None:
     assert counts.get(True, 0) >= 1 and False not in counts
     assert w.status("want") == "Running"
     assert len(w.preempted()) == 1
+
+
+@pytest.mark.parametrize(("gpus", "victims"), [
+    (3, ["a1", "a2", "a3"]),
+    (4, ["a1", "a2", "a3", "b1"]),
+])
+def test_a_nomination_of_a_team_over_its_share_is_taken_with_the_shortcut_on(
+    gpus: int, victims: list[str]
+) -> None:
+    """SPEC 6.4-6.6: a team's nomination counts as its usage and is the
+    cheapest victim class. b runs b1 and its priority-20 nb preempted a's a1
+    (grace 100: nb is nominated); then c asks for 3 (or all 4) of the 4 GPUs
+    at priority 30. By priority level c is entitled to what it asks, b to at
+    most nb's 1, a to nothing: a (2 GPUs) and b (2 with nb's nomination) are
+    both over. c's search, with the failure shortcut deciding first, must see
+    that a's two GPUs are not enough and that b's nomination frees a third
+    device (and, for 4, b1 the last): want is nominated, nb goes back to
+    waiting, b1 stays when 3 are enough, and once the grace is over want runs."""
+    counts: dict[Any, int] = {}
+    w = World().pool(nodes=1, gpus=4, preemption_grace=100)
+    w.team("a").team("b").team("c")
+    for i in (1, 2, 3):
+        w.submit(f"a{i}", "a", 1, priority=10, running=True)
+    w.submit("b1", "b", 1, priority=10, running=True)
+    w.submit("nb", "b", 1, priority=20)
+    w.settle()
+    assert w.code("nb") == "PREEMPTING" and w.preempted() == ["a1"]
+    w.advance(10)
+    w.submit("want", "c", gpus, priority=30)
+    with greedy_checked(counts):
+        w.cycle()
+    assert counts.get(True, 0) >= 1  # the shortcut answered "it fits", as the greedy found
+    assert w.code("want") == "PREEMPTING"
+    assert sorted(w.preempted()) == victims
+    assert w.status("nb") == "Queued" and w.code("nb") != "PREEMPTING"
+    assert (w.status("b1") == "Running") is ("b1" not in victims)
+    w.advance(100)
+    w.settle()
+    assert w.status("want") == "Running"

@@ -59,3 +59,18 @@ def test_bad_input_is_a_value_error() -> None:
         state(nodes(("a", 2), ("a", 4)))
     with pytest.raises(ValueError, match="node 'a' is in pool 'q', not 'p'"):
         state(nodes(("a", 2), pool="q"))
+
+
+@pytest.mark.parametrize(("request_", "message"), [
+    (req(0, milli=-250), "bad request size: charge -250, whole 0"),
+    (req(1, pods=2, min_pods=3), "need 1 <= min_pods <= pods, got 3/2"),
+])
+def test_a_malformed_request_is_refused_as_the_caller_s_bug(
+    request_: object, message: str
+) -> None:
+    """The engine builds requests from validated specs; one that could not come
+    from a spec (a negative share, more pods required than asked) is a bug of
+    the caller and raises at once, naming the numbers."""
+    cs = state(nodes(("a", 2)))
+    with pytest.raises(ValueError, match=message):
+        cs.place(request_)  # type: ignore[arg-type]

@@ -153,6 +153,21 @@ def _check_dashboard(r: dict[str, Any]) -> None:
                                   if n != "rest_dry_run")
 
 
+def _check_eta(r: dict[str, Any]) -> None:
+    acc, cost = r["accuracy"], r["cost"]
+    assert (acc["nodes"], acc["workloads"]) == (10, 300)  # --quick, seeded
+    assert acc["samples"] > 0 and acc["forecast_runs"] == acc["samples"]
+    assert acc["forecast_cycles"] >= acc["forecast_runs"] and acc["sim_cycles"] > 0
+    assert acc["estimates"] > 0 and acc["median_abs_error_s"] is not None
+    assert 0 <= acc["share_late_10pct"] <= 1 and 0 <= acc["baseline_share_late_10pct"] <= 1
+    assert cost["workloads"] == 1250 and cost["waiting"] == 250  # scale 0.05
+    assert cost["cycle_s"] > 0 and cost["forecast_s"] > 0
+    assert cost["forecast_over_cycle"] == pytest.approx(
+        cost["forecast_s"] / cost["cycle_s"], rel=0.05, abs=0.01)
+    assert cost["ms_per_estimate"] > 0 and cost["cycles"] > 1 and cost["instants"] > 0
+    assert 0 < cost["estimated"] <= cost["waiting"]
+
+
 needs_traces = pytest.mark.skipif(not TRACES.is_dir(),
                                   reason=f"the Alibaba GPU trace is not at {TRACES}")
 
@@ -167,6 +182,7 @@ CASES = [
     pytest.param(["profile_api.py", "--count", "20", "--top", "5"], _check_profile_api,
                  id="profile_api"),
     pytest.param(["dashboard.py", "--quick"], _check_dashboard, id="dashboard"),
+    pytest.param(["eta.py", "--quick"], _check_eta, id="eta"),
 ]
 
 

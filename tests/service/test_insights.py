@@ -7,8 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from apportion.service.insights import allocation_series, usage_report
+from apportion.domain.errors import ValidationError
+from apportion.service.insights import allocation_series
 from apportion.service.spans import Interval, decode
+from apportion.service.usage import Filters, parse_group_by
+from apportion.service.usage import report as usage_report
 
 H = 3600.0
 
@@ -56,7 +59,7 @@ def test_allocation_series_starts_at_the_first_allocation_when_clipped() -> None
 def test_decode_gives_every_attempt_and_keeps_the_current_one_open() -> None:
     row = SimpleNamespace(
         id=7, name="w", team="nlp", wclass="elastic", pool="main", status="Running",
-        attempt=2, started_at=200.0, ended_at=None,
+        attempt=2, started_at=200.0, ended_at=None, submitted_by="ana", submitted_at=90.0,
         placement=[{"node": "n1", "devices": [{"index": 0, "milli": 500}]}],
         attempts=[{"attempt": 1, "status": "Preempted", "pool": "main", "started_at": 100,
                    "ended_at": 150, "placement": [{"node": "n2", "devices": [
@@ -64,4 +67,33 @@ def test_decode_gives_every_attempt_and_keeps_the_current_one_open() -> None:
     d = decode(row)
     assert [(s.attempt, s.milli, s.start, s.end, s.status) for s in d.spans] == [
         (1, 2000, 100.0, 150.0, "Preempted"), (2, 500, 200.0, None, "Running")]
+    assert {(s.user, s.submitted_at) for s in d.spans} == {("ana", 90.0)}
     assert d.placement[0]["node"] == "n1"
+
+
+def test_usage_groups_by_user_and_pool_with_wait_percentiles() -> None:
+    def run(wid: int, user: str, pool: str, submitted: float, start: float,
+            attempt: int = 1) -> Interval:
+        return Interval(wid, attempt, "nlp", pool, False, 1000, start, start + H, "Completed",
+                        user, submitted)
+
+    spans = [run(i, "ana", "a", 0, 10.0 * i) for i in range(1, 21)]  # waits 10..200 s
+    spans += [run(30, "bo", "b", 0, 500), run(30, "bo", "b", 0, 7000, attempt=2)]
+    rows = usage_report(spans, 0, 10 * H, ("user", "pool"))
+    assert [(r["user"], r["pool"]) for r in rows] == [("ana", "a"), ("bo", "b")]
+    ana, bo = rows
+    assert ana["gpu_hours"] == 20 and ana["started"] == 20
+    # nearest rank: p50 is the 10th of 20 waits, p95 the 19th, p99 the 20th
+    assert (ana["wait_p50_s"], ana["wait_p95_s"], ana["wait_p99_s"]) == (100, 190, 200)
+    # a requeued attempt's start is not a wait of its own
+    assert bo["started"] == 1 and bo["wait_p99_s"] == 500 and bo["gpu_hours"] == 2
+    only = usage_report(spans, 0, 10 * H, ("team",), Filters(user="bo"))
+    assert [(r["team"], r["gpu_hours"]) for r in only] == [("nlp", 2)]
+
+
+def test_group_by_names_the_field_and_the_allowed_values() -> None:
+    assert parse_group_by("team, user,team") == ("team", "user")
+    assert parse_group_by(None) == ("team",)
+    with pytest.raises(ValidationError) as err:
+        parse_group_by("team,project")
+    assert err.value.field == "group_by" and "team, user, pool" in str(err.value.allowed)

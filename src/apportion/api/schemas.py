@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from apportion.api.schemas_usage import EtaRead
 from apportion.domain import limits
 from apportion.domain.cluster import Packing, TypicalPod, parse_typical_pods
 from apportion.domain.errors import ValidationError as DomainValidationError
@@ -670,6 +671,8 @@ class DryRunRead(BaseModel):
     reason: ReasonModel | None
     victims: list[Victim]
     placement: list[PodPlacementModel]
+    #: when it would start if submitted now (a forward run, service/eta.py)
+    eta: EtaRead | None = None
 
 
 class EventRead(BaseModel):

@@ -22,6 +22,7 @@ from apportion.cli import (
     tokens_cmd,
     top_cmd,
     up_cmd,
+    usage_cmd,
     workloads_cmd,
 )
 
@@ -38,7 +39,7 @@ server_cmd.register(app)
 agent_cmd.register(app)
 up_cmd.register(app)
 for group in (login_cmd, submit_cmd, workloads_cmd, teams_cmd, reservations_cmd, pools_cmd,
-              tokens_cmd, top_cmd, completion_cmd):
+              tokens_cmd, top_cmd, completion_cmd, usage_cmd):
     group.register(app)
 
 

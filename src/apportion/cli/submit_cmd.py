@@ -20,6 +20,7 @@ from apportion.cli import common
 from apportion.cli.common import NoHeadersOpt, OutputOpt, command, usage_error
 from apportion.cli.config import ConfigError, load_config
 from apportion.cli.output import Column, Format, emit, gpus_phrase, stdout
+from apportion.cli.workloads_eta import eta_line
 from apportion.client import ApiError, ApportionClient
 from apportion.domain.errors import ValidationError, unknown_key
 from apportion.domain.host import cpu_number, cpu_quantity, memory_quantity
@@ -296,6 +297,9 @@ def _dry_run(client: ApportionClient, body: dict[str, Any], fmt: Format,
     else:
         out.print(f"starts now: no, {reason.get('code', 'waiting')}: "
                   f"{reason.get('message') or '-'}")
+    if result.get("eta") is not None:
+        out.print(eta_line(result["eta"]).replace("eta: ", "eta:        ", 1), markup=False,
+                  highlight=False)
     victims = result.get("victims") or []
     if not victims:
         out.print("victims:    none")

@@ -23,6 +23,7 @@ from apportion.cli.output import (
 )
 from apportion.cli.watch import workload_events
 from apportion.cli.workloads_describe import describe
+from apportion.cli.workloads_eta import eta, eta_cell
 from apportion.cli.workloads_why import logs, why
 from apportion.client import TERMINAL_STATUSES, ApportionClient, paginate
 
@@ -39,6 +40,7 @@ TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Stop watchi
 app.command("why")(why)
 app.command("logs")(logs)
 app.command("describe")(describe)
+app.command("eta")(eta)
 
 
 def register(root: typer.Typer) -> None:
@@ -82,6 +84,7 @@ COLUMNS = (
     Column("MEMORY", lambda w: fmt_memory_mib(_spec(w).get("memory_mib")), is_wide_only=True),
     Column("SUBMITTED-BY", lambda w: w.get("submitted_by"), is_wide_only=True),
     Column("SUBMITTED", lambda w: w.get("submitted_at"), is_wide_only=True),
+    Column("ETA", lambda w: eta_cell(w.get("eta")), is_wide_only=True),
     Column("REASON", lambda w: (w.get("reason") or {}).get("code")),
 )
 
@@ -138,11 +141,22 @@ def list_workloads(
         rows = [found[i] for i in sorted(found)]
         if limit is not None:
             rows = rows[-limit:]
+        if fmt is Format.WIDE and any(w.get("status") in ("Pending", "Queued") for w in rows):
+            _add_etas(client, rows, pool)
         widths = _min_widths(fmt) if watch else None  # room for the rows to come
         emit(rows, fmt, COLUMNS, has_headers=not no_headers, widths=widths)
         if watch:
             _watch(client, fmt, lambda w: _matches(w, teams, statuses, wclass, pool, client),
                    timeout, None, after=after, rows=list(found.values()), widths=widths)
+
+
+def _add_etas(client: ApportionClient, rows: list[dict[str, Any]], pool: str | None) -> None:
+    """Put each waiting row's estimate under ``eta`` (one request: the server
+    estimates all waiting work of a pool in one run)."""
+    found = {int(e["workload_id"]): e for e in client.etas(pool=pool)["estimates"]}
+    for w in rows:
+        if w.get("status") in ("Pending", "Queued"):
+            w["eta"] = found.get(int(w["id"]), {"start": None})
 
 
 def _matches(w: dict[str, Any], teams: list[str | None], statuses: list[str] | None,

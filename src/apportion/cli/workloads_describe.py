@@ -12,6 +12,7 @@ import typer
 from apportion.cli import common
 from apportion.cli.common import OutputOpt, command, resolve_workload
 from apportion.cli.output import Format, print_data, stdout
+from apportion.cli.workloads_eta import eta_line
 from apportion.cli.workloads_why import preemption_lines
 from apportion.client import ApiError, ApportionClient
 
@@ -95,11 +96,14 @@ def describe(
         why = client.why_workload(wid)
         victims = client.workload_victims(wid)
         events, total = _last_events(client, wid)
+        eta = client.workload_eta(wid) if w.get("status") in ("Pending", "Queued") else None
         logs = log_lines(client, wid) if fmt not in (Format.JSON, Format.YAML) else []
     if fmt in (Format.JSON, Format.YAML):
-        print_data({"workload": w, "why": why, "victims": victims, "events": events}, fmt)
+        print_data({"workload": w, "why": why, "eta": eta, "victims": victims,
+                    "events": events}, fmt)
         return
     lines = [*show_lines(w), f"explanation: {why.get('explanation') or '-'}",
+             *([eta_line(eta)] if eta is not None else []),
              *attempt_lines(w), *preemption_lines(w), *victim_lines(victims),
              *event_lines(events, total), *logs]
     out = stdout()

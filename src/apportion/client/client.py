@@ -95,6 +95,22 @@ class ApportionClient(AdminEndpoints):
         """``{"workload_id", "status", "reason": {"code", "message"} | None, "explanation"}``."""
         return self.obj("GET", f"/v1/workloads/{_seg(workload_id)}/why")
 
+    def workload_eta(self, workload_id: int) -> dict[str, Any]:
+        """The estimated start: ``{start, pool, waits_for, basis, assumption, ...}``."""
+        return self.obj("GET", f"/v1/workloads/{_seg(workload_id)}/eta")
+
+    def etas(self, *, pool: str | None = None) -> dict[str, Any]:
+        """Estimates of all waiting work (of ``pool``): ``{estimates: [...], ...}``."""
+        return self.obj("GET", "/v1/eta", params={"pool": pool})
+
+    def usage(self, *, since: str | None = None, until: str | None = None,
+              team: str | None = None, user: str | None = None, pool: str | None = None,
+              group_by: str | None = None) -> dict[str, Any]:
+        """GPU-hours, preemptions and wait times over a window (docs/api.md)."""
+        return self.obj("GET", "/v1/usage", params={
+            "since": since, "until": until, "team": team, "user": user, "pool": pool,
+            "group_by": group_by})
+
     # -- capacity ---------------------------------------------------------------------------
 
     def pool_capacity(self) -> list[dict[str, Any]]:

@@ -84,6 +84,7 @@ class WorkloadSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     duration: int | None = None
+    time_limit: int | None = None
     #: host resources per pod (SPEC 1): milli-CPU and MiB; 0 = none asked for.
     #: Placement constraints only (SPEC 5): a pod fits a node only if its free
     #: CPU and memory hold them; quotas stay in GPUs.

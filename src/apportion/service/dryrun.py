@@ -13,9 +13,11 @@ from apportion.domain.workload import WorkloadSpec
 from apportion.engine.snapshot import CycleConfig
 from apportion.service.authz import require_submit
 from apportion.service.context import Ctx
+from apportion.service.eta import spec_eta
 from apportion.service.gcpause import paused_gc
 from apportion.service.loading import load_parents
 from apportion.service.snapshots import load_snapshot
+from apportion.service.views import iso
 from apportion.service.workloads import check_team
 from apportion.store import codec
 from apportion.store.db import Session
@@ -30,6 +32,15 @@ def dry_run(session: Session, ctx: Ctx, spec: WorkloadSpec) -> dict[str, Any]:
     loaded = load_snapshot(session, ctx.org_id, time.time())
     with paused_gc():
         result = engine_dry_run(loaded.snapshot, spec, CycleConfig(cycle_id=loaded.cycle_id))
+    snap = loaded.snapshot
+    if result.starts_now:
+        eta: dict[str, Any] = {
+            "workload_id": result.workload_id, "name": spec.name, "pool": result.pool,
+            "status": "Pending", "start": iso(snap.now), "waits_for": [], "basis": "",
+            "assumption": "starts at the next cycle", "computed_at": iso(snap.now),
+            "cycles": 1}
+    else:
+        eta = spec_eta(session, ctx, snap, spec, result.workload_id)
     return {
         "pool": result.pool,
         "starts_now": result.starts_now,
@@ -38,4 +49,5 @@ def dry_run(session: Session, ctx: Ctx, spec: WorkloadSpec) -> dict[str, Any]:
                     for wid, milli in result.victims],
         "placement": codec.placement_to_json(
             loaded.devices.placement(result.placement, physical=True)),
+        "eta": eta,
     }

@@ -59,33 +59,6 @@ def allocation_series(
     return {"t": [round(start + b * width) for b in range(buckets)], "series": series}
 
 
-def usage_report(spans: list[Interval], start: float, end: float) -> list[dict[str, Any]]:
-    """Per team over [start, end): GPU-hours reserved and elastic, preemptions
-    (attempts that ended Preempted in the window) and the GPU-hours those
-    attempts had run (lost work), sorted by total GPU-hours, then team."""
-    rows: dict[str, dict[str, Any]] = {}
-    for s in spans:
-        lo, hi = max(s.start, start), min(s.end if s.end is not None else end, end)
-        row = rows.setdefault(s.team, {"team": s.team, "reserved_gpu_hours": 0.0,
-                                       "elastic_gpu_hours": 0.0, "preemptions": 0,
-                                       "lost_gpu_hours": 0.0})
-        hours = max(0.0, hi - lo) * s.milli / 1000 / 3600
-        row["reserved_gpu_hours" if s.is_reserved else "elastic_gpu_hours"] += hours
-        if s.status == "Preempted" and s.end is not None and start <= s.end < end:
-            row["preemptions"] += 1
-            row["lost_gpu_hours"] += (s.end - s.start) * s.milli / 1000 / 3600
-    out = []
-    for row in rows.values():
-        row["gpu_hours"] = row["reserved_gpu_hours"] + row["elastic_gpu_hours"]
-        if row["gpu_hours"] > 0 or row["preemptions"]:
-            out.append(row)
-    out.sort(key=lambda r: (-r["gpu_hours"], r["team"]))
-    for row in out:
-        for key in ("reserved_gpu_hours", "elastic_gpu_hours", "lost_gpu_hours", "gpu_hours"):
-            row[key] = round(row[key], 4)
-    return out
-
-
 def pool_status(session: Session, org_id: int, pools: list[str], spans: list[Interval],
                 now: float) -> dict[str, dict[str, Any]]:
     """Per pool: GPUs held by reserved and elastic work and workloads Running

@@ -39,6 +39,9 @@ class Interval:
     start: float
     end: float | None
     status: str
+    #: who submitted the workload, and when (accounting: users, wait times)
+    user: str = ""
+    submitted_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,7 @@ def milli_of(placement: Iterable[Any] | None) -> int:
 def decode(row: Any) -> Decoded:
     """Every attempt interval of a row (earlier attempts, then the current one)."""
     is_reserved = row.wclass == "reserved"
+    who = (row.submitted_by, float(row.submitted_at))
     out: list[Interval] = []
     for a in row.attempts or ():
         if a.get("started_at") is None or a.get("pool") is None:
@@ -65,11 +69,12 @@ def decode(row: Any) -> Decoded:
         end = a.get("ended_at")
         out.append(Interval(row.id, int(a["attempt"]), row.team, a["pool"], is_reserved,
                             milli_of(a.get("placement")), float(a["started_at"]),
-                            None if end is None else float(end), a["status"]))
+                            None if end is None else float(end), a["status"], *who))
     if row.started_at is not None and row.pool is not None:
         end = None if row.status in PLACED else row.ended_at
         out.append(Interval(row.id, row.attempt, row.team, row.pool, is_reserved,
-                            milli_of(row.placement), float(row.started_at), end, row.status))
+                            milli_of(row.placement), float(row.started_at), end, row.status,
+                            *who))
     return Decoded(row.name, row.status, tuple(out), tuple(row.placement or ()))
 
 

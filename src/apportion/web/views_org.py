@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from apportion.service import insights, org, pools
+from apportion.service import usage as accounting
 from apportion.service.authz import require_reader
 from apportion.service.commands import Session as DbSession
 from apportion.service.context import Ctx
@@ -115,10 +116,8 @@ def _usage(s: DbSession, ctx: Ctx, hours: int) -> dict[str, Any]:
     now = time.time()
     start = now - hours * 3600
     spans = insights.intervals(s, ctx.org_id, start)
-    rows = insights.usage_report(spans, start, now)
-    totals = {k: round(sum(r[k] for r in rows), 3) for k in
-              ("reserved_gpu_hours", "elastic_gpu_hours", "gpu_hours", "lost_gpu_hours")}
-    totals["preemptions"] = sum(r["preemptions"] for r in rows)
+    rows = accounting.report(spans, start, now)  # the one definition, as GET /v1/usage
+    totals = accounting.totals(rows)
     chart = insights.allocation_series(spans, start, now, 72)
     return {"rows": rows, "totals": totals, "chart": chart, "start": start, "end": now}
 

@@ -216,14 +216,15 @@ def placed_versions(
 
 def span_columns(session: Session, org_id: int, ids: Sequence[int]) -> list[Any]:
     """The columns of the attempt intervals (id, name, team, wclass, pool, status,
-    attempt, placement, started_at, ended_at, attempts, version, updated_at) of
-    the workloads ``ids``, as named rows, read 500 ids at a time."""
+    attempt, placement, started_at, ended_at, attempts, version, updated_at,
+    submitted_by, submitted_at) of the workloads ``ids``, as named rows, read 500
+    ids at a time."""
     t = WorkloadRow
     out: list[Any] = []
     for start in range(0, len(ids), 500):
         q = select(t.id, t.name, t.team, t.wclass, t.pool, t.status, t.attempt,
                    t.placement, t.started_at, t.ended_at, t.attempts, t.version,
-                   t.updated_at).where(t.org_id == org_id,
+                   t.updated_at, t.submitted_by, t.submitted_at).where(t.org_id == org_id,
                                        t.id.in_(list(ids[start:start + 500])))
         out.extend(session.execute(q))
     return out
@@ -352,3 +353,17 @@ def last_decision_id(session: Session, org_id: int, pool: str) -> int:
         .limit(1)
     )
     return int(session.scalar(q) or 0)
+
+
+def finished_runtimes(
+    session: Session, org_id: int, since: float, limit: int = 20_000
+) -> list[tuple[str, str, float, float]]:
+    """(team, pool, started_at, ended_at) of the newest ``limit`` workloads that
+    Completed at or after ``since`` (start-time estimates take medians of them)."""
+    t = WorkloadRow
+    q = (select(t.team, t.pool, t.started_at, t.ended_at)
+         .where(t.org_id == org_id, t.status == "Completed", t.ended_at >= since,
+                t.started_at.is_not(None), t.pool.is_not(None))
+         .order_by(t.ended_at.desc()).limit(limit))
+    return [(team, pool or "", float(s or 0), float(e or 0))
+            for team, pool, s, e in session.execute(q)]

@@ -84,7 +84,10 @@ def replay_command(
     if output is OutputFormat.JSON:
         sys.stdout.write(json.dumps(results, indent=1) + "\n")
     elif output is OutputFormat.TABLE:
-        print_summary(results, Console())
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)  # a file or a pipe: no column cut short
+        print_summary(results, console)
 
 
 def _load(trace: str, org: str | None) -> tuple[Trace, Org]:

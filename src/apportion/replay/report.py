@@ -194,21 +194,22 @@ def _delays(results: Mapping[str, Any]) -> Figure:
 def _preemptions(results: Mapping[str, Any]) -> Figure:
     fig = _figure(11, 4.6)
     ax = fig.subplots()
-    days = _days(results)
-    width = (days[1] - days[0]) if len(days) > 1 else 1.0
-    policies = [(n, r) for n, r in results["policies"].items()]
-    k = max(1, len(policies))
-    for i, (name, r) in enumerate(policies):
-        counts = r["preemptions"]["series"]
-        total = r["preemptions"]["count"]
-        ax.bar([d - width / 2 + width * (i + 0.5) / k for d in days], counts, width=width / k,
-               label=f"{name} ({total} in all)")
+    edges = next(iter(results["policies"].values()))["series_edges"]
+    start = results["window"]["start"]
+    days = [(e - start) / DAY for e in edges]
+    for name, r in results["policies"].items():
+        running = 0
+        cumulative = [0]
+        for count in r["preemptions"]["series"]:
+            running += count
+            cumulative.append(running)
+        ax.step(days, cumulative, where="post", linewidth=1.3,
+                label=f"{name} ({r['preemptions']['count']} in all)")
     ax.set_xlabel("days since the trace's first submission")
-    ax.set_ylabel("preemptions per bin")
+    ax.set_ylabel("preemptions so far (cumulative count)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=9, loc="upper left")
-    fig.suptitle(_title(results, f"Preemptions over time (bins of {width * 24:.1f} h)"),
-                 fontsize=12)
+    fig.suptitle(_title(results, "Preemptions over time"), fontsize=12)
     return fig
 
 

@@ -14,6 +14,7 @@ from apportion.cli import (
     completion_cmd,
     login_cmd,
     pools_cmd,
+    replay_cmd,
     reservations_cmd,
     server_cmd,
     simulate_cmd,
@@ -35,6 +36,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 simulate_cmd.register(app)
+replay_cmd.register(app)
 server_cmd.register(app)
 agent_cmd.register(app)
 up_cmd.register(app)

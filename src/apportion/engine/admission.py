@@ -5,6 +5,7 @@ from __future__ import annotations
 from apportion.domain.lifecycle import WorkloadState
 from apportion.domain.workload import Placement
 from apportion.engine.placement import PlacementResult
+from apportion.engine.policy import SPEC_POLICY, Policy
 from apportion.engine.pool_state import PoolState
 from apportion.engine.preemption.search import VictimSet, search_victims
 from apportion.engine.snapshot import ALL_SHORTCUTS, Shortcuts
@@ -20,9 +21,11 @@ class Admission:
     """
 
     def __init__(
-        self, ws: WorkingState, stmt: Statement, shortcuts: Shortcuts = ALL_SHORTCUTS
+        self, ws: WorkingState, stmt: Statement, shortcuts: Shortcuts = ALL_SHORTCUTS,
+        policy: Policy = SPEC_POLICY,
     ) -> None:
         self.ws = ws
+        self.policy = policy
         self.shortcuts = shortcuts
         self.stmt = stmt
         self.bump = stmt.bump
@@ -85,7 +88,11 @@ class Admission:
         A search that failed is not repeated for a workload of the same team,
         class, priority and shape while nothing has changed since (same
         generation): it would examine the same candidates and fail the same way.
+        A policy without preemption never finds one; with ``quota_only``,
+        elastic work looks for victims only within its team's quota.
         """
+        if not self.policy.is_spec and not self._may_preempt(ps, w):
+            return None
         key: tuple[object, ...] | None = None
         if not w.nomination and self.shortcuts.failed_search_memo:
             spec = w.spec
@@ -102,6 +109,15 @@ class Admission:
         if found is None and key is not None:
             self._failed[key] = self.stmt.generation
         return found
+
+    def _may_preempt(self, ps: PoolState, w: WorkloadState) -> bool:
+        policy = self.policy
+        if not policy.preemption:
+            return False
+        if policy.quota_only and not w.spec.is_reserved:
+            size = w.spec.min_pods * ps.charge(w)
+            return ps.ledger.usage_by_team[w.team] + size <= ps.entitlement(w.team)
+        return True
 
     def others_elastic(self, ps: PoolState, w: WorkloadState) -> int:
         """Milli of other teams' elastic work in the pool (for FAIR_SHARE)."""

@@ -34,6 +34,7 @@ from apportion.engine.admission import Admission
 from apportion.engine.apply import cycle_cause
 from apportion.engine.owners import owner_of
 from apportion.engine.plan import Decision, DecisionKind, Plan
+from apportion.engine.policy import FixedQueue, quota_entitlements
 from apportion.engine.pool_state import PoolState
 from apportion.engine.preemption.search import VictimSet
 from apportion.engine.routing import Router
@@ -56,12 +57,12 @@ class _Cycle:
         self.config = config
         self.ws = ws if ws is not None else WorkingState(snapshot)
         self.stmt = Statement(self.ws, snapshot.now, cycle_cause(config.cycle_id))
-        self.adm = Admission(self.ws, self.stmt, config.shortcuts)
+        self.adm = Admission(self.ws, self.stmt, config.shortcuts, config.policy)
         self.router = Router(self.ws, self.adm)
 
     def run(self) -> Plan:
         before = {name: ps.cluster.counters.as_dict() for name, ps in self.ws.pools.items()}
-        self.ws.compute_entitlements(routed={})
+        self._entitlements({})
         self.step0_start_nominated()
         routed = self.step1_route()
         self.step2_entitlements(routed)
@@ -105,7 +106,16 @@ class _Cycle:
         """Entitlements with the routed work counted (else the shares are the
         ones computed at the start)."""
         if routed:
-            self.ws.compute_entitlements(routed)
+            self._entitlements(routed)
+
+    def _entitlements(self, routed: dict[int, str]) -> None:
+        """SPEC 4's entitlements (capped at the reservations for a
+        ``quota_only`` policy, engine/policy.py)."""
+        self.ws.compute_entitlements(routed)
+        if self.config.policy.quota_only:
+            for ps in self.ws.pools.values():
+                if ps.entitlements is not None:
+                    ps.set_entitlements(quota_entitlements(ps.entitlements, self.ws.tree))
 
     def step3_admit(self, ps: PoolState, routed_now: set[int]) -> None:
         """Quota, fit, move, preempt or wait, for each waiting workload in order."""
@@ -124,7 +134,10 @@ class _Cycle:
                 self.stmt.unroute(ps, w, never)
                 continue
             waiting.append(w)
-        queue = WaitingQueue(waiting, ps.deficit_key, ps.size_key)
+        policy = self.config.policy
+        queue: WaitingQueue | FixedQueue = (
+            WaitingQueue(waiting, ps.deficit_key, ps.size_key) if policy.order == "spec"
+            else FixedQueue(waiting, policy))
         head_seen = False
         for w in queue:
             self.stmt.touched.clear()

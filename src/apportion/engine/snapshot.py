@@ -9,6 +9,7 @@ from types import MappingProxyType
 from apportion.domain.cluster import Node, Pool, pool_capacity
 from apportion.domain.lifecycle import Exiting, WorkloadState
 from apportion.domain.org import OrgTree
+from apportion.engine.policy import SPEC_POLICY, Policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +74,5 @@ class CycleConfig:
     #: Upper bound on preemption candidates examined for one workload (safety valve).
     max_victim_candidates: int = 100_000
     extra: Mapping[str, str] = field(default_factory=dict)
+    #: Another policy than the SPEC's, for ``apportion replay`` (engine/policy.py).
+    policy: Policy = SPEC_POLICY

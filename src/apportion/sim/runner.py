@@ -10,6 +10,7 @@ most 100). Then time advances to the earliest future instant.
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from apportion.engine import kept_state as engine_cache
 from apportion.engine.apply import Preemption, apply_plan
 from apportion.engine.kept_state import CycleCache
 from apportion.engine.plan import DecisionKind, Plan
+from apportion.engine.policy import SPEC_POLICY, Policy
 from apportion.engine.snapshot import CycleConfig, Snapshot
 from apportion.sim.events import apply_event, submit
 from apportion.sim.scenario import Scenario
@@ -32,6 +34,15 @@ HORIZON = 864_000  # 10 days: a run without --until stops here at the latest
 SETTLE_EVERY = 500  # instants between two gc.freeze() calls (see _settled_objects)
 
 CycleFn = Callable[[Snapshot, CycleConfig], Plan]
+
+
+@dataclass(frozen=True, slots=True)
+class Hooks:
+    """What a caller may watch in a run (``apportion replay``): ``instant(at)``
+    after each instant, ``cycle(seconds)`` with each cycle's wall time."""
+
+    instant: Callable[[int], None] | None = None
+    cycle: Callable[[float], None] | None = None
 
 
 class CycleLimitError(ApportionError):
@@ -93,7 +104,8 @@ def _settled_objects() -> Iterator[Callable[[], None]]:
 
 
 def simulate(
-    scenario: Scenario, until: int | None = None, cycle: CycleFn | None = None
+    scenario: Scenario, until: int | None = None, cycle: CycleFn | None = None,
+    policy: Policy = SPEC_POLICY, hooks: Hooks | None = None,
 ) -> SimResult:
     """Run ``scenario`` to its end (or to ``until``) and return the outcome.
 
@@ -101,15 +113,23 @@ def simulate(
     :class:`CycleCache`, which keeps the working state between cycles and makes
     the same plans as ``run_cycle``.
 
+    ``policy`` is passed to every cycle (engine/policy.py; the SPEC's by
+    default) and ``hooks`` are told of instants and cycle times.
+
     Raises CycleLimitError when one instant needs more than 100 cycles, and
     ValidationError when a given placement does not fit when it is submitted.
     """
-    return _Runner(scenario, cycle).run(until)
+    return _Runner(scenario, cycle, policy, hooks or Hooks()).run(until)
 
 
 class _Runner:
-    def __init__(self, scenario: Scenario, cycle: CycleFn | None) -> None:
+    def __init__(
+        self, scenario: Scenario, cycle: CycleFn | None, policy: Policy = SPEC_POLICY,
+        hooks: Hooks | None = None,
+    ) -> None:
         self.world = World(scenario)
+        self.policy = policy
+        self.hooks = hooks or Hooks()
         made = CycleCache() if cycle is None else None
         #: Our own kept-state runner is told what changed (the world knows).
         self.cache = made if isinstance(made, engine_cache.CycleCache) else None
@@ -135,6 +155,8 @@ class _Runner:
                     is_cut = True
                     break
                 self._instant(at)
+                if self.hooks.instant is not None:
+                    self.hooks.instant(at)
                 last = at
                 if self.instants % SETTLE_EVERY == 0:
                     settle()
@@ -208,11 +230,14 @@ class _Runner:
         """One cycle of the real engine on the current state (not applied)."""
         self.cycle_id += 1
         snapshot = self.world.snapshot(self.cycle_id)
-        config = CycleConfig(cycle_id=self.cycle_id)
+        config = CycleConfig(cycle_id=self.cycle_id, policy=self.policy)
+        began = time.perf_counter() if self.hooks.cycle is not None else 0.0
         if self.cache is not None:
             plan = self.cache.run(snapshot, config, self.world.active, self.world.take_changed())
         else:
             plan = self.cycle(snapshot, config)
+        if self.hooks.cycle is not None:
+            self.hooks.cycle(time.perf_counter() - began)
         for key, value in plan.counters.items():
             self.counters[key] = self.counters.get(key, 0) + value
         return plan

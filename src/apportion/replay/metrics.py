@@ -1,0 +1,408 @@
+"""The measures of one policy's run, from its final states (docs/replay.md,
+"Measures" defines each one; this module is the definition in code).
+
+Everything is computed from the attempts the simulator kept (when each
+started, on which devices, when it let them go), the preemptions it
+recorded and the cycle times it reported, over ``[start, end)``. Teams are
+the org's teams (``team_by_name``), whatever the policy ran with; Jain's
+index is taken over the org's top-level teams.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from apportion.domain.lifecycle import Status, WorkloadState, all_attempts
+from apportion.domain.org import OrgTree
+from apportion.sim.runner import SimResult
+
+SAMPLES = 4000  # point samples over the window (saturation, Jain, fragmentation)
+BINS = 400  # time bins of the series in results.json and the charts
+PERCENTILES = (50, 95, 99)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One attempt's hold on devices: [start, end) with ``milli`` GPUs."""
+
+    start: int
+    end: int
+    milli: int
+    team: str
+    reserved: bool
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float | None]:
+    """p50/p95/p99 (linear interpolation), None when there are no values."""
+    if not values:
+        return {f"p{p}": None for p in PERCENTILES}
+    arr = np.asarray(values, dtype=float)
+    return {f"p{p}": float(np.percentile(arr, p)) for p in PERCENTILES}
+
+
+def size_of(w: WorkloadState) -> int:
+    """Milli-GPU the workload needs to start (min_pods x per-pod charge)."""
+    return w.spec.min_pods * w.spec.request.charge(81920)
+
+
+def compute(
+    result: SimResult,
+    team_by_name: Mapping[str, str],
+    tree: OrgTree,
+    pool: str,
+    start: int,
+    end: int,
+    cycle_seconds: Sequence[float] = (),
+) -> dict[str, Any]:
+    """Every measure of one run (see the module doc)."""
+    end = max(end, start + 1)
+    capacity = sum(n.gpus for n in result.nodes if n.pool == pool) * 1000
+    states = sorted(result.states.values(), key=lambda w: w.id)
+    teams = tree.leaves()
+    spans: list[Span] = []
+    for w in states:
+        team = team_by_name.get(w.name, w.team)
+        for a in all_attempts(w):
+            if a.started_at is None or not a.placement or a.started_at >= end:
+                continue
+            stop = end if a.ended_at is None else min(a.ended_at, end)
+            spans.append(Span(max(a.started_at, start), stop, sum(p.milli for p in a.placement),
+                              team, w.spec.is_reserved))
+    edges = np.linspace(start, end, BINS + 1)
+    points = np.linspace(start, end, SAMPLES, endpoint=False)
+    used_total = _integral([(s.start, s.end, s.milli) for s in spans], edges)
+    by_team: dict[str, np.ndarray] = {}
+    for team in teams:
+        by_team[team] = _integral([(s.start, s.end, s.milli) for s in spans if s.team == team],
+                                  edges)
+    width = edges[1] - edges[0]
+    util_series = used_total / width / capacity if capacity else used_total * 0
+    average_util = float(used_total.sum() / ((end - start) * capacity)) if capacity else 0.0
+
+    delays, never, jct = _delays(states, end)
+    pre = _preemptions(result, states, team_by_name, edges)
+    waiting = _waiting(states, team_by_name, points, end)
+    used_points = {team: _at([(s.start, s.end, s.milli) for s in spans if s.team == team], points)
+                   for team in teams}
+    fairness = _jain(tree, pool, used_points, waiting, capacity, points)
+    frag = _fragmentation(result, pool, points, end)
+    reserved = _reserved_starts(states, team_by_name, tree, pool, end)
+    cycles = [s * 1000 for s in cycle_seconds]
+
+    per_team = {}
+    for team in teams:
+        mine = [w for w in states if team_by_name.get(w.name, w.team) == team]
+        team_delays = [_delay(w, end) for w in mine]
+        per_team[team] = {
+            "workloads": len(mine),
+            "gpus_average": float(by_team[team].sum() / (end - start) / 1000),
+            "queueing_delay_s": percentiles([d for d in team_delays if d is not None]),
+            "completed": sum(1 for w in mine if w.status is Status.COMPLETED),
+            "preempted": pre["victims_by_team"].get(team, 0),
+            "reservation_gpus": tree.reservation(team, pool) / 1000,
+        }
+    return {
+        "window": {"start": start, "end": end},
+        "capacity_gpus": capacity / 1000,
+        "workloads": len(states),
+        "utilization": {"average": average_util,
+                        "series": [float(x) for x in util_series]},
+        "series_edges": [float(x) for x in edges],
+        "usage_by_team_gpus": {t: [float(x) for x in v / width / 1000]
+                               for t, v in by_team.items()},
+        "queueing_delay_s": {k: percentiles(v) for k, v in delays.items()},
+        "delays_s": {k: sorted(v) for k, v in delays.items()},
+        "never_started": never,
+        "completion_time_s": {**percentiles(jct), "count": len(jct),
+                              "mean": float(np.mean(jct)) if jct else None},
+        "preemptions": {k: v for k, v in pre.items() if k != "victims_by_team"},
+        "reserved_start": reserved,
+        "fairness": fairness,
+        "fragmentation": frag,
+        "cycles": {"count": len(cycles), **{f"{k}_ms": v for k, v in percentiles(cycles).items()},
+                   "max_ms": max(cycles) if cycles else None},
+        "teams": per_team,
+        "sim": {"instants": result.instants, "cycles": result.cycles},
+    }
+
+
+def _integral(spans: Sequence[tuple[int, int, int]], edges: np.ndarray) -> np.ndarray:
+    """Milli-GPU-seconds of ``spans`` inside each bin of ``edges``."""
+    if not spans:
+        return np.zeros(len(edges) - 1)
+    starts = np.array([s for s, _e, _m in spans], dtype=float)
+    ends = np.array([e for _s, e, _m in spans], dtype=float)
+    milli = np.array([m for _s, _e, m in spans], dtype=float)
+    times = np.concatenate([starts, ends])
+    deltas = np.concatenate([milli, -milli])
+    order = np.argsort(times, kind="stable")
+    times, deltas = times[order], deltas[order]
+    level = np.cumsum(deltas)  # usage just after each event
+    area = np.concatenate([[0.0], np.cumsum(level[:-1] * np.diff(times))])  # F at event k
+    k = np.searchsorted(times, edges, side="right") - 1
+    f_edges = np.where(k >= 0, area[np.maximum(k, 0)] + level[np.maximum(k, 0)]
+                       * (edges - times[np.maximum(k, 0)]), 0.0)
+    return np.diff(f_edges)
+
+
+def _at(spans: Sequence[tuple[int, int, int]], points: np.ndarray) -> np.ndarray:
+    """The summed milli of ``spans`` holding at each point (start <= t < end)."""
+    if not spans:
+        return np.zeros(len(points))
+    out = np.zeros(len(points))
+    arr = np.array(spans, dtype=float)
+    for col, sign in ((0, 1.0), (1, -1.0)):
+        order = np.argsort(arr[:, col], kind="stable")
+        t = arr[order, col]
+        cum = np.concatenate([[0.0], np.cumsum(arr[order, 2])])
+        out += sign * cum[np.searchsorted(t, points, side="right")]
+    return out
+
+
+def _first_start(w: WorkloadState) -> int | None:
+    starts = [a.started_at for a in all_attempts(w) if a.started_at is not None]
+    return min(starts) if starts else None
+
+
+def _delay(w: WorkloadState, end: int) -> int | None:
+    first = _first_start(w)
+    if first is None:
+        return None if w.submitted_at >= end else end - w.submitted_at
+    return first - w.submitted_at
+
+
+def _delays(states: Sequence[WorkloadState], end: int
+            ) -> tuple[dict[str, list[float]], dict[str, int], list[float]]:
+    """Queueing delay by class (work never started counts with its wait so
+    far), work never started by class, and completion times."""
+    delays: dict[str, list[float]] = {"reserved": [], "elastic": []}
+    never = {"reserved": 0, "elastic": 0}
+    jct: list[float] = []
+    for w in states:
+        klass = w.spec.wclass.value
+        d = _delay(w, end)
+        if d is not None:
+            delays[klass].append(float(d))
+        if _first_start(w) is None:
+            never[klass] += 1
+        if w.status is Status.COMPLETED and w.ended_at is not None and w.ended_at <= end:
+            jct.append(float(w.ended_at - w.submitted_at))
+    return delays, never, jct
+
+
+def _preemptions(result: SimResult, states: Sequence[WorkloadState],
+                 team_by_name: Mapping[str, str], edges: np.ndarray) -> dict[str, Any]:
+    by_id = {w.id: w for w in states}
+    freed_by: dict[tuple[int, int], int] = defaultdict(int)
+    lost = 0.0
+    reserved_victims = 0
+    victims_by_team: dict[str, int] = defaultdict(int)
+    times = []
+    for p in result.preemptions:
+        victim = by_id.get(p.victim)
+        freed_by[(p.by, p.at)] += p.milli
+        times.append(p.at)
+        if victim is None:
+            continue
+        victims_by_team[team_by_name.get(victim.name, victim.team)] += 1
+        if victim.spec.is_reserved:
+            reserved_victims += 1
+        running_at = next((a.running_at for a in all_attempts(victim)
+                           if a.attempt == p.attempt), None)
+        if running_at is not None:
+            lost += p.milli * max(0, p.at - running_at) / 1000 / 3600
+    needed = sum(size_of(by_id[by]) for (by, _at) in freed_by if by in by_id)
+    freed = sum(freed_by.values())
+    counts, _ = np.histogram(times, bins=edges) if times else (np.zeros(len(edges) - 1), None)
+    return {
+        "count": len(result.preemptions),
+        "preemptors": len(freed_by),
+        "gpus_freed": freed / 1000,
+        "gpus_needed": needed / 1000,
+        "over_preemption_ratio": freed / needed if needed else None,
+        "gpu_hours_lost": lost,
+        "reserved_preempted": reserved_victims,
+        "series": [int(c) for c in counts],
+        "victims_by_team": dict(victims_by_team),
+    }
+
+
+def _waiting(states: Sequence[WorkloadState], team_by_name: Mapping[str, str],
+             points: np.ndarray, end: int) -> dict[str, np.ndarray]:
+    """Elastic milli waiting (submitted, not yet started) per leaf team at each point."""
+    spans: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for w in states:
+        if w.spec.is_reserved:
+            continue
+        first = _first_start(w)
+        stop = end if first is None else first
+        if stop > w.submitted_at:
+            spans[team_by_name.get(w.name, w.team)].append((w.submitted_at, stop, size_of(w)))
+    return {team: _at(s, points) for team, s in spans.items()}
+
+
+def water_fill(total: float, wants: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """``total`` split in proportion to ``weights``, nobody above its want,
+    what one cannot take going to the others (SPEC 4 step 4's water-filling)."""
+    share = [0.0] * len(wants)
+    active = [i for i, want in enumerate(wants) if want > 0]
+    left = total
+    while active and left > 1e-9:
+        weight = sum(weights[i] for i in active)
+        capped = [i for i in active if wants[i] - share[i] <= left * weights[i] / weight]
+        if not capped:
+            for i in active:
+                share[i] += left * weights[i] / weight
+            return share
+        for i in capped:
+            left -= wants[i] - share[i]
+            share[i] = wants[i]
+        active = [i for i in active if i not in capped]
+    return share
+
+
+def _jain(tree: OrgTree, pool: str, used: Mapping[str, np.ndarray],
+          waiting: Mapping[str, np.ndarray], capacity: int, points: np.ndarray
+          ) -> dict[str, Any]:
+    """Jain's index of top-level teams' burst use while the pool is saturated."""
+    tops = tree.top_level()
+    zero = np.zeros(len(points))
+
+    def subtree(team: str, data: Mapping[str, np.ndarray]) -> np.ndarray:
+        total = zero.copy()
+        for leaf in tree.leaves():
+            if team in tree.path(leaf):
+                total = total + data.get(leaf, zero)
+        return total
+
+    use = {t: subtree(t, used) for t in tops}
+    want = {t: subtree(t, waiting) for t in tops}
+    in_use = sum(use.values(), zero.copy())
+    waits = sum(want.values(), zero.copy())
+    saturated = (waits > 0) & (capacity - in_use < waits)
+    plain: list[float] = []
+    aware: list[float] = []
+    for k in np.nonzero(saturated)[0]:
+        burst = [max(0.0, use[t][k] - tree.reservation(t, pool)) for t in tops]
+        wanting = [want[t][k] for t in tops]
+        weights = [float(tree.team(t).bursting_priority) for t in tops]
+        idx = [i for i in range(len(tops)) if burst[i] > 0 or wanting[i] > 0]
+        if len(idx) < 2:
+            continue
+        plain.append(_index([burst[i] / weights[i] for i in idx]))
+        fair = water_fill(sum(burst[i] for i in idx), [burst[i] + wanting[i] for i in idx],
+                          [weights[i] for i in idx])
+        ratios = [burst[i] / fair[j] for j, i in enumerate(idx) if fair[j] > 0]
+        if len(ratios) >= 2:
+            aware.append(_index(ratios))
+        elif ratios:
+            aware.append(1.0)
+    return {
+        "saturated_fraction": float(saturated.mean()) if len(points) else 0.0,
+        "samples": int(saturated.sum()),
+        "samples_compared": len(plain),
+        "jain_weighted": float(np.mean(plain)) if plain else None,
+        "jain_demand_aware": float(np.mean(aware)) if aware else None,
+    }
+
+
+def _index(x: Sequence[float]) -> float:
+    """Jain's index (sum x)^2 / (n sum x^2); 1 when every x is 0."""
+    sq = sum(v * v for v in x)
+    return (sum(x) ** 2) / (len(x) * sq) if sq else 1.0
+
+
+def _fragmentation(result: SimResult, pool: str, points: np.ndarray, end: int
+                   ) -> dict[str, Any]:
+    """Unallocated capacity stranded on partly used devices, at each point."""
+    events: list[tuple[int, int, tuple[str, int], int]] = []
+    for w in result.states.values():
+        for a in all_attempts(w):
+            if a.started_at is None or a.pool != pool:
+                continue
+            stop = end if a.ended_at is None else a.ended_at
+            for p in a.placement:
+                for d in p.devices:
+                    if d.milli < 1000:
+                        events.append((a.started_at, 1, (p.node, d.index), d.milli))
+                        events.append((stop, 0, (p.node, d.index), -d.milli))
+    events.sort(key=lambda e: (e[0], e[1]))
+    used: dict[tuple[str, int], int] = defaultdict(int)
+    stranded = 0
+    out = np.zeros(len(points))
+    k = 0
+    for i, t in enumerate(points):
+        while k < len(events) and events[k][0] <= t:
+            _t, _o, dev, delta = events[k]
+            before = used[dev]
+            after = before + delta
+            stranded -= (1000 - before) if 0 < before < 1000 else 0
+            stranded += (1000 - after) if 0 < after < 1000 else 0
+            used[dev] = after
+            k += 1
+        out[i] = stranded
+    edges_idx = np.linspace(0, len(points), BINS + 1).astype(int)
+    series = [float(out[a:b].mean() / 1000) if b > a else 0.0
+              for a, b in itertools.pairwise(edges_idx)]
+    return {"average_gpus": float(out.mean() / 1000) if len(points) else 0.0,
+            "max_gpus": float(out.max() / 1000) if len(points) else 0.0,
+            "series_gpus": series}
+
+
+def _reserved_starts(states: Sequence[WorkloadState], team_by_name: Mapping[str, str],
+                     tree: OrgTree, pool: str, end: int) -> dict[str, Any]:
+    """Reserved work whose reservation had room when submitted (SPEC 2's
+    buckets, in the org as written, with the reserved work running just
+    before): how much of it started at that same instant."""
+    reserved = [w for w in states if w.spec.is_reserved and w.submitted_at < end]
+    events: list[tuple[int, int, str, int]] = []  # (time, order, leaf, delta)
+    for w in reserved:
+        leaf = team_by_name.get(w.name, w.team)
+        for a in all_attempts(w):
+            if a.started_at is not None and a.placement:
+                milli = sum(p.milli for p in a.placement)
+                events.append((a.started_at, 1, leaf, milli))
+                if a.ended_at is not None:
+                    events.append((a.ended_at, 0, leaf, -milli))
+    events.sort(key=lambda e: (e[0], e[1]))
+    usage: dict[str, int] = defaultdict(int)
+    k = 0
+    with_room = started = 0
+    late: list[float] = []
+    for w in sorted(reserved, key=lambda w: (w.submitted_at, w.id)):
+        while k < len(events) and (events[k][0] < w.submitted_at or (
+                events[k][0] == w.submitted_at and events[k][1] == 0)):
+            usage[events[k][2]] += events[k][3]
+            k += 1
+        leaf = team_by_name.get(w.name, w.team)
+        if leaf not in tree.teams or not _fits_buckets(tree, pool, usage, leaf, size_of(w)):
+            continue
+        with_room += 1
+        first = _first_start(w)
+        if first == w.submitted_at:
+            started += 1
+        else:
+            late.append(float((end if first is None else first) - w.submitted_at))
+    return {"with_room": with_room, "started_at_once": started,
+            "fraction": started / with_room if with_room else None,
+            "late_delay_s": percentiles(late)}
+
+
+def _fits_buckets(tree: OrgTree, pool: str, usage: Mapping[str, int], leaf: str,
+                  extra: int) -> bool:
+    """SPEC 2: overflow out of the leaf's top-level team stays 0 with
+    ``extra`` reserved milli added to ``leaf``."""
+
+    def overflow(team: str) -> int:
+        if tree.is_leaf(team):
+            mine = usage.get(team, 0) + (extra if team == leaf else 0)
+            return max(0, mine - tree.bucket(team, pool))
+        return max(0, sum(overflow(c) for c in tree.children(team)) - tree.bucket(team, pool))
+
+    return overflow(tree.path(leaf)[-1]) == 0

@@ -1,0 +1,101 @@
+"""The report's numbers, recomputed from results.json; the charts and the
+self-contained HTML."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from apportion.replay import report
+from apportion.replay.csvtrace import load_csv
+from apportion.replay.org import load_org
+from apportion.replay.runner import Replay, run
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    trace = load_csv(str(FIXTURES / "tiny.csv"))
+    org = load_org(str(FIXTURES / "org.yaml"))
+    results = run(Replay(trace, org, ("apportion", "fifo", "reclaim-to-quota")))
+    out = tmp_path_factory.mktemp("report")
+    report.write(results, str(out))
+    return json.loads((out / "results.json").read_text()), out
+
+
+def test_files_are_written_and_the_html_needs_no_network(
+        written: tuple[dict[str, Any], Path]) -> None:
+    _results, out = written
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["replay-delays.png", "replay-preemptions.png", "replay-usage.png",
+                     "replay-utilization.png", "report.html", "results.json"]
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 4
+    assert "http://" not in page and "https://" not in page
+
+
+def test_utilization_average_is_the_mean_of_its_series(
+        written: tuple[dict[str, Any], Path]) -> None:
+    results, _out = written
+    for r in results["policies"].values():
+        series = r["utilization"]["series"]
+        assert r["utilization"]["average"] == pytest.approx(np.mean(series), rel=1e-9)
+
+
+def test_delay_percentiles_come_from_the_listed_delays(
+        written: tuple[dict[str, Any], Path]) -> None:
+    results, _out = written
+    for r in results["policies"].values():
+        for klass, values in r["delays_s"].items():
+            got = r["queueing_delay_s"][klass]
+            for p in (50, 95, 99):
+                want = float(np.percentile(values, p)) if values else None
+                assert got[f"p{p}"] == want
+
+
+def test_the_tiny_trace_s_numbers(written: tuple[dict[str, Any], Path]) -> None:
+    results, _out = written
+    spec, fifo = results["policies"]["apportion"], results["policies"]["fifo"]
+    # a-reserved (4 GPUs, alpha reserves 4) starts at once under the SPEC by
+    # preempting b-elastic (6 GPUs: over-preemption 6/4); fifo makes it wait
+    assert spec["reserved_start"] == {"with_room": 1, "started_at_once": 1, "fraction": 1.0,
+                                      "late_delay_s": {"p50": None, "p95": None, "p99": None}}
+    assert spec["preemptions"]["count"] == 1
+    assert spec["preemptions"]["over_preemption_ratio"] == pytest.approx(6 / 4)
+    assert spec["preemptions"]["gpus_freed"] == 6 and spec["preemptions"]["gpus_needed"] == 4
+    assert spec["preemptions"]["gpu_hours_lost"] == pytest.approx(6 * 10 / 3600)
+    assert spec["preemptions"]["reserved_preempted"] == 0
+    assert fifo["preemptions"]["count"] == 0
+    assert fifo["reserved_start"]["fraction"] == 0.0
+    assert fifo["queueing_delay_s"]["reserved"]["p50"] == 90.0  # 10 -> 100
+    # 8 GPUs; fifo keeps 6 busy from 0 to 100 (and more): at least 6/8 of the window
+    assert results["window"] == {"start": 0, "end": 100}
+    assert fifo["utilization"]["average"] >= 0.75
+
+
+def test_summary_rows_and_goals_are_the_json_s_values(
+        written: tuple[dict[str, Any], Path]) -> None:
+    results, out = written
+    rows = {row[0]: row[1:] for row in report.summary_rows(results)}
+    names = list(results["policies"])
+    for i, name in enumerate(names):
+        r = results["policies"][name]
+        assert rows["GPU util %"][i] == f"{100 * r['utilization']['average']:.2f}"
+        assert rows["preemptions"][i] == str(r["preemptions"]["count"])
+        ratio = r["preemptions"]["over_preemption_ratio"]
+        assert rows["over-preemption"][i] == ("-" if ratio is None else f"{ratio:.3f}")
+    page = (out / "report.html").read_text()
+    for cells in rows.values():
+        for cell in cells:
+            assert f"<td>{cell}</td>" in page
+    goals = {g["goal"]: g for g in results["goals"]}
+    util = goals["utilization >= the best baseline's"]
+    best = max(results["policies"][n]["utilization"]["average"] for n in names[1:])
+    assert util["met"] == (results["policies"]["apportion"]["utilization"]["average"] >= best)
+    assert goals["over-preemption ratio"]["met"] is False  # 1.5 > 1.10
+    assert goals["reserved workloads preempted"]["met"] is True

@@ -104,6 +104,8 @@ def pool_from_body(body: dict[str, Any], name: str, row: object | None) -> Pool:
         starvation_hold_after=pick("starvation_hold_after", None),
         packing=pick("packing", Packing.FRAGMENTATION.value),
         typical_pods=pick("typical_pods", None),
+        default_time_limit=pick("default_time_limit", None),
+        max_time_limit=pick("max_time_limit", None),
     )
 
 

@@ -96,3 +96,13 @@ def test_bad_job_control_flags_are_usage_errors(org: Org, flags: list[str], text
     result = org.cli("submit", "bad", "--team", "nlp", "--gpus", "1", *flags)
     assert result.exit_code == 2 and text in result.stderr
     assert org.admin.list_workloads().items == []
+
+
+def test_pools_show_prints_the_time_limits(org: Org) -> None:
+    seed_org(org)
+    assert "time limits" not in org.ok("pools", "show", "main")
+    org.admin.update_pool("main", {"default_time_limit": 7200, "max_time_limit": 14400})
+    out = org.ok("pools", "show", "main")
+    assert "time limits: default time limit 2h, max time limit 4h" in out
+    result = org.cli("submit", "long", "--team", "nlp", "--gpus", "1", "--time", "5h")
+    assert result.exit_code != 0 and "max_time_limit (14400 s)" in result.stderr

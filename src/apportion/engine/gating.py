@@ -234,7 +234,7 @@ def _array_limits(
         members.sort(key=lambda m: (m.array_index or 0, m.id))
         for m in members[room:]:
             blocked.add(m.id)
+            # the message names no changing count, so an idle cycle rewrites nothing
             _wait(changed, m, Reason(ReasonCode.ARRAY_LIMIT, (
-                f"array {aid} runs at most {limit_of[aid]} members at once "
-                f"({busy.get(aid, 0)} running)")))
+                f"array {aid} runs at most {limit_of[aid]} members at once")))
     return [w for w in engine if w.id not in blocked] if blocked else engine

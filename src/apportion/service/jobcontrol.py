@@ -14,7 +14,7 @@ from typing import Any
 
 from apportion.domain.errors import NotFound
 from apportion.domain.jobcontrol import ArraySpec, array_text
-from apportion.domain.lifecycle import Status, submitted
+from apportion.domain.lifecycle import Status, submitted, transition
 from apportion.domain.reasons import Reason, ReasonCode
 from apportion.domain.workload import WorkloadSpec
 from apportion.service import audit
@@ -118,17 +118,33 @@ def cancel_array(session: Session, ctx: Ctx, array_id: int, message: str = ""
                  ) -> dict[str, Any]:
     """Cancel every member of array ``array_id`` that has not ended; 404 if
     there is no such array. Each member is cancelled as by ``cancel``."""
-    members = wl_repo.array_members(session, ctx.org_id, array_id)
+    members = wl_repo.array_members(session, ctx.org_id, array_id, lock=True)
     if not members:
         raise NotFound("array", str(array_id))
     parents = load_parents(session, ctx.org_id)
+    obj = f"array/{array_id}"
     for m in members:  # every member must be the caller's to cancel, before any is
-        require_cancel(ctx, parents, m.team, m.submitted_by, f"array/{array_id}")
-    cancelled = []
-    for m in members:
-        if Status(m.status).is_terminal:
+        require_cancel(ctx, parents, m.team, m.submitted_by, obj)
+    now = time.time()
+    note = message or f"array {array_id} cancelled by {ctx.actor.name}"
+    cancelled: list[int] = []
+    events: list[dict[str, Any]] = []
+    for m in members:  # as ``cancel`` does for one workload, in one batch
+        status = Status(m.status)
+        if status.is_terminal:
             continue
-        wl_svc.cancel(session, ctx, m.id, None,
-                      message or f"array {array_id} cancelled by {ctx.actor.name}")
+        state = codec.state_from_row(m)
+        new = transition(state, Status.CANCELLED, int(now), ctx.cause, note)
+        if status.is_placed and m.pool is not None:
+            wl_repo.add_decision(session, ctx.org_id, kind="stop", pool=m.pool,
+                                 workload_id=m.id, attempt=m.attempt, placement=m.placement,
+                                 reason="cancelled", grace_seconds=0, created_at=now)
+        wl_repo.save_state(m, new, now)
+        events += lifecycle_rows(ctx.org_id, m.id, m.team, new.events, now, m.name)
         cancelled.append(m.id)
-    return {"array_id": array_id, "members": len(members), "cancelled": cancelled}
+    write_events(session, events)
+    out = {"array_id": array_id, "members": len(members), "cancelled": cancelled}
+    audit.record(session, ctx, "workload.cancel", obj, after=out)
+    if cancelled:
+        repo.bump_sched_version(session, ctx.org_id)
+    return out

@@ -136,6 +136,15 @@ def _check_api(r: dict[str, Any]) -> None:
     assert r["postgres"] is None and r["postgres_submits_per_s"] is None  # not in --quick
 
 
+def _check_job_arrays(r: dict[str, Any]) -> None:
+    assert r["members"] == r["array_size"] == 500
+    assert r["members_started"] == 10 and r["members_gated_array_limit"] == 490
+    assert r["members_cancelled"] == 500 and r["idle_cycle_committed"] is False
+    assert r["baseline_cycle_s"] > 0
+    for key in ("submit", "first_cycle", "idle_cycle", "cancel"):
+        assert r[f"{key}_over_baseline_cycle"] > 0
+
+
 def _check_dashboard(r: dict[str, Any]) -> None:
     assert r["sizes"]["workloads"] == 300 and r["sizes"]["running"] > 0
     assert r["baseline_ms"] > 0 and 0 < r["live_update_ms"] < 10_000
@@ -160,6 +169,7 @@ CASES = [
                  _check_simulate, id="simulate"),
     pytest.param(["api.py", "--quick"], _check_api, id="api"),
     pytest.param(["dashboard.py", "--quick"], _check_dashboard, id="dashboard"),
+    pytest.param(["job_arrays.py", "--quick"], _check_job_arrays, id="job_arrays"),
 ]
 
 

@@ -47,6 +47,17 @@ def test_a_kubernetes_pod_sees_its_array_id_and_index() -> None:
     assert (env["APPORTION_ARRAY_ID"], env["APPORTION_ARRAY_INDEX"]) == ("40", "3")
 
 
+def test_a_sim_pod_sees_its_array_id_and_index(tmp_path: Path) -> None:
+    clock = ManualClock()
+    api = MemoryApi([{**_member_decision(["true"]),
+                      "placement": [{"node": "n1", "devices": [{"index": 0, "milli": 1000}]}]}])
+    agent, sim = _agent(tmp_path, api, clock)
+    agent.step()
+    env = sim.pod_env("w43-a1", 0)
+    assert (env["APPORTION_ARRAY_ID"], env["APPORTION_ARRAY_INDEX"]) == ("40", "3")
+    assert env["EPOCHS"] == "2" and env["APPORTION_POD_INDEX"] == "0"
+
+
 def test_a_workload_not_in_an_array_gets_no_array_variables() -> None:
     out = _exec({"name": "x", "env": {"A": "1"}})
     assert out["env"] == {"A": "1"} and "time_limit" not in out

@@ -241,3 +241,19 @@ def test_bad_arrays_are_refused(api: Api, array: str, text: str) -> None:
                                                  "array": array})
     assert r.status_code == 422 and "array" in r.text and text in r.text, r.text
     assert api.ok("GET", "/v1/workloads") == []
+
+
+def test_dry_run_says_a_held_or_dependent_submission_would_wait(api: Api) -> None:
+    api.org()
+    a = api.submit(name="a", team="nlp", gpus=1)
+    held = api.ok("POST", "/v1/workloads/dry-run",
+                  json={"name": "h", "team": "nlp", "gpus": 1, "hold": True})
+    assert held["starts_now"] is False and held["reason"]["code"] == "HELD"
+    dep = api.ok("POST", "/v1/workloads/dry-run",
+                 json={"name": "d", "team": "nlp", "gpus": 1, "after": [{"id": a["id"]}]})
+    assert dep["starts_now"] is False and dep["reason"]["code"] == "DEPENDENCY"
+    free = api.ok("POST", "/v1/workloads/dry-run", json={"name": "f", "team": "nlp", "gpus": 1})
+    assert free["starts_now"] is True
+    r = api.call("POST", "/v1/workloads/dry-run",
+                 json={"name": "d", "team": "nlp", "gpus": 1, "after": [{"id": 999}]})
+    assert r.status_code == 422 and "after[0].id" in r.text

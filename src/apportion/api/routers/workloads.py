@@ -85,10 +85,13 @@ def list_workloads(
 @router.post("/workloads/dry-run", response_model=Envelope[DryRunRead])
 def dry_run(request: Request, ctx: CtxDep, idem: IdemDep, body: WorkloadCreate) -> dict[str, Any]:
     spec = body.to_spec()
+    held = body.hold
     if idem is None:
-        return envelope(request, read(request, lambda s: dryrun.dry_run(s, ctx, spec)))
+        return envelope(request, read(request,
+                                      lambda s: dryrun.dry_run(s, ctx, spec, held=held)))
     cp = request.app.state.control
-    result = execute(cp.db, ctx, idem, lambda s: Result(200, dryrun.dry_run(s, ctx, spec)))
+    result = execute(cp.db, ctx, idem,
+                     lambda s: Result(200, dryrun.dry_run(s, ctx, spec, held=held)))
     return envelope(request, result.data, replayed=result.replayed)
 
 

@@ -39,6 +39,7 @@ SPEC_FIELDS = frozenset({
     "name", "team", "class", "priority", "gpus", "gpu_memory_mib", "pods", "min_pods", "gang",
     "topology", "gpu_type", "pool", "node_selector", "requeue_on_preemption", "command",
     "image", "env", "labels", "duration", "cpu", "memory_mib",
+    "time_limit", "requeue_on_timeout", "after",
 })
 
 

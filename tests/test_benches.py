@@ -141,6 +141,15 @@ def _check_profile_api(r: dict[str, Any]) -> None:
     assert r["submissions"] == 20 and 0 < r["cpu_ms_per_submit_profiled"] < 1000
 
 
+def _check_job_arrays(r: dict[str, Any]) -> None:
+    assert r["members"] == r["array_size"] == 500
+    assert r["members_started"] == 10 and r["members_gated_array_limit"] == 490
+    assert r["members_cancelled"] == 500 and r["idle_cycle_committed"] is False
+    assert r["baseline_cycle_s"] > 0
+    for key in ("submit", "first_cycle", "idle_cycle", "cancel"):
+        assert r[f"{key}_over_baseline_cycle"] > 0
+
+
 def _check_dashboard(r: dict[str, Any]) -> None:
     assert r["sizes"]["workloads"] == 300 and r["sizes"]["running"] > 0
     assert r["baseline_ms"] > 0 and 0 < r["live_update_ms"] < 10_000
@@ -183,6 +192,7 @@ CASES = [
                  id="profile_api"),
     pytest.param(["dashboard.py", "--quick"], _check_dashboard, id="dashboard"),
     pytest.param(["eta.py", "--quick"], _check_eta, id="eta"),
+    pytest.param(["job_arrays.py", "--quick"], _check_job_arrays, id="job_arrays"),
 ]
 
 

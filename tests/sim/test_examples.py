@@ -30,7 +30,7 @@ def test_every_example_has_a_test_and_a_story() -> None:
         "s4b_reclaim_with_idle_capacity", "s5_surplus_split", "s6_burst_limits",
         "s7_gang_waits", "fractions", "gangs", "topology", "burst_limits", "multi_pool",
         "requeue_on_preemption", "node_failure", "least_work_lost",
-        "shrink_before_kill",
+        "shrink_before_kill", "time_limits", "dependencies", "arrays",
     }
     found = {p.stem for p in EXAMPLES.glob("*.yaml")}
     assert found == tested

@@ -75,6 +75,8 @@ class Agent:
         self._adopted = False
         #: run ids a heartbeat answer says the control plane has ended (``stop_runs``)
         self._refused: set[str] = set()
+        #: run ids the agent stopped at their time limit -> the message to report
+        self._timed_out: dict[str, str] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -187,7 +189,28 @@ class Agent:
                 self.executor.stop(rid, 0)
         if changed:
             self._save()
+        self._enforce_time_limits()
         self._start_waiting()
+
+    def _enforce_time_limits(self) -> None:
+        """Stop runs ``time_limit_fallback`` seconds past their time limit: the
+        control plane ends them at the limit (issue 16); this is the bound when
+        it cannot (unreachable). Reported as failed, with the reason."""
+        now = self.clock.now()
+        for rid, rec in list(self.state.runs.items()):
+            limit = rec.run.exec.time_limit
+            if rec.phase != "active" or limit is None:
+                continue
+            if now < rec.run.started_at + limit + self.options.time_limit_fallback:
+                continue
+            log.warning("%s: past its time limit of %.0f s; stopping it", rid, limit)
+            self._timed_out[rid] = (f"time limit of {limit:g} s reached; stopped by the agent "
+                                    "(the control plane had not ended it)")
+            rec.phase, rec.stop_at = "stopping", now
+            self.state.outbox = [i for i in self.state.outbox
+                                 if not (i["run_id"] == rid and i["status"] == "running")]
+            self._save()
+            self.executor.stop(rid, 0)
 
     def _start_waiting(self) -> None:
         """Start the held-back starts whose devices no stopping run holds any more."""
@@ -235,7 +258,8 @@ class Agent:
                 # the grace is over. Runs stopped by our own shutdown are not
                 # reported: the next agent adopts or reconciles them.
                 if not self._is_shutting_down:
-                    self._queue(rec, "failed", obs.message or "stopped after a stop decision",
+                    message = self._timed_out.pop(rid, None) or obs.message
+                    self._queue(rec, "failed", message or "stopped after a stop decision",
                                 obs.exit_code)
                 self.state.mark_done(rid)
                 self.executor.forget(rid)

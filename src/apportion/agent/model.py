@@ -58,6 +58,9 @@ class ExecSpec:
     memory_mib: int = 0
     #: the acceptable GPU types, sorted (() = any)
     gpu_types: tuple[str, ...] = ()
+    #: seconds the run may take (issue 16; the pool's default and maximum
+    #: applied); the agent stops it itself if the control plane has not by then
+    time_limit: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +173,7 @@ def exec_from_json(raw: Mapping[str, Any] | None) -> ExecSpec:
     command = raw.get("command")
     duration = raw.get("duration")
     types = raw.get("gpu_type")
+    limit = raw.get("time_limit")
     return ExecSpec(
         name=str(raw.get("name") or ""),
         team=str(raw.get("team") or ""),
@@ -182,6 +186,7 @@ def exec_from_json(raw: Mapping[str, Any] | None) -> ExecSpec:
         memory_mib=parse_memory_mib(raw.get("memory_mib"), "exec.memory_mib"),
         gpu_types=tuple(sorted({str(types)} if isinstance(types, str)
                                else {str(t) for t in types or ()})),
+        time_limit=None if limit is None else float(limit),
     )
 
 
@@ -190,7 +195,7 @@ def exec_to_json(spec: ExecSpec) -> dict[str, Any]:
             "command": list(spec.command) if spec.command is not None else None,
             "env": dict(spec.env), "labels": dict(spec.labels), "duration": spec.duration,
             "cpu": cpu_number(spec.cpu_milli), "memory_mib": spec.memory_mib,
-            "gpu_type": gpu_types_value(spec.gpu_types)}
+            "gpu_type": gpu_types_value(spec.gpu_types), "time_limit": spec.time_limit}
 
 
 def instruction_from_json(raw: Mapping[str, Any]) -> Instruction:

@@ -36,4 +36,8 @@ class AgentOptions:
     #: seconds: long-poll wait for decisions, and the executor poll period
     poll_interval: float = 1.0
     heartbeat_interval: float = 10.0
+    #: seconds past a run's time limit after which the agent stops the run
+    #: itself (the control plane normally ends it first; this bounds how long a
+    #: run outlives its limit while the control plane is unreachable)
+    time_limit_fallback: float = 60.0
     max_backoff: float = 10.0

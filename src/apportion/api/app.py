@@ -20,7 +20,7 @@ from apportion import __version__
 from apportion.api import docs, errors
 from apportion.api.body_limits import BodyLimits
 from apportion.api.deps import RateLimiter
-from apportion.api.routers import agent, events, logs, org, pools, system, workloads
+from apportion.api.routers import agent, events, jobcontrol, logs, org, pools, system, workloads
 from apportion.api.routers import eta as eta_routes
 from apportion.api.routers import usage as usage_routes
 from apportion.service.control import ControlPlane
@@ -102,7 +102,8 @@ def create_app(settings: Settings | None = None, control: ControlPlane | None = 
     app.state.rate_limiter = RateLimiter(cp.settings.rate_limit, cp.settings.rate_burst,
                                          clock=cp.clock.monotonic)
     errors.install(app)
-    for module in (org, workloads, pools, events, agent, logs, usage_routes, eta_routes):
+    for module in (org, workloads, pools, events, agent, logs, jobcontrol, usage_routes,
+                   eta_routes):
         app.include_router(module.router, prefix="/v1")
     app.include_router(system.router)
     docs.mount(app)

@@ -31,6 +31,7 @@ from apportion.domain.cluster import Packing, TypicalPod, parse_typical_pods
 from apportion.domain.errors import ValidationError as DomainValidationError
 from apportion.domain.errors import did_you_mean
 from apportion.domain.host import ALLOWED_CPU, ALLOWED_MEMORY
+from apportion.domain.jobcontrol import ARRAY_FORMATS, MAX_DEPENDENCIES, ArraySpec, parse_array
 from apportion.domain.org import SLUG_RE
 from apportion.domain.quantities import ALLOWED_GPUS
 from apportion.domain.reasons import ReasonCode
@@ -112,6 +113,8 @@ EpochSeconds = Annotated[float | int, _number_in(0, limits.MAX_EPOCH_SECONDS),
                                                   "maximum": limits.MAX_EPOCH_SECONDS})]
 Version = Annotated[int, _int(0, limits.MAX_INT64, "the version you read; 409 if stale"), JSON_INT]
 Seconds = Annotated[int, _int(0, limits.MAX_SECONDS, "seconds"), JSON_INT]
+#: a time limit (issue 16): integer seconds >= 1
+TimeLimit = Annotated[int, _int(1, limits.MAX_SECONDS, "seconds >= 1"), JSON_INT]
 Slug = Annotated[StrictStr, Field(min_length=1, max_length=63)]
 #: A team slug: a DNS label (``domain/org.py``).
 TeamSlug = Annotated[StrictStr, Field(min_length=1, max_length=63, pattern=SLUG_RE.pattern)]
@@ -381,6 +384,8 @@ class PoolCreate(Strict):
                              "(docs/placement.md)")
     typical_pods: list[TypicalPodModel] | None = Field(
         default=None, max_length=limits.MAX_TYPICAL_SHAPES, description=TYPICAL_PODS_DOC)
+    default_time_limit: TimeLimit | None = None
+    max_time_limit: TimeLimit | None = None
 
     def to_input(self) -> inputs.PoolSettings:
         return inputs.PoolSettings(
@@ -388,7 +393,8 @@ class PoolCreate(Strict):
             topology=tuple(self.topology), start_delay=self.start_delay,
             preemption_grace=self.preemption_grace,
             starvation_hold_after=self.starvation_hold_after, packing=Packing(self.packing),
-            typical_pods=_typical(self.typical_pods))
+            typical_pods=_typical(self.typical_pods),
+            default_time_limit=self.default_time_limit, max_time_limit=self.max_time_limit)
 
 
 class PoolUpdate(Strict):
@@ -401,6 +407,8 @@ class PoolUpdate(Strict):
     packing: Packing | None = None
     typical_pods: list[TypicalPodModel] | None = Field(
         default=None, max_length=limits.MAX_TYPICAL_SHAPES, description=TYPICAL_PODS_DOC)
+    default_time_limit: TimeLimit | None = None
+    max_time_limit: TimeLimit | None = None
     version: Version | None = None
 
     def to_input(self, if_match: int | None = None) -> inputs.PoolChange:
@@ -411,7 +419,8 @@ class PoolUpdate(Strict):
             start_delay=self.start_delay, preemption_grace=self.preemption_grace,
             starvation_hold_after=self.starvation_hold_after,
             packing=None if self.packing is None else Packing(self.packing),
-            typical_pods=_typical(self.typical_pods))
+            typical_pods=_typical(self.typical_pods),
+            default_time_limit=self.default_time_limit, max_time_limit=self.max_time_limit)
 
 
 class TypicalPodRead(BaseModel):
@@ -436,6 +445,10 @@ class PoolRead(BaseModel):
     starvation_hold_after: int | None
     packing: str
     typical_pods: list[TypicalPodRead] | None = Field(description=TYPICAL_PODS_DOC)
+    default_time_limit: int | None = Field(default=None, description="seconds; the time "
+                                           "limit of work that gives none (null: none)")
+    max_time_limit: int | None = Field(default=None, description="seconds; the largest time "
+                                       "limit allowed (null: no maximum)")
     capacity: Gpus
     node_count: int
     agent: AgentInfo
@@ -504,6 +517,14 @@ class TopologyModel(Strict):
     mode: TopologyMode = TopologyMode.REQUIRED
 
 
+class DependencyModel(Strict):
+    """A dependency (issue 16): run after workload ``id`` ended (``ok``: Completed;
+    ``notok``: ended otherwise; ``any``: ended, however)."""
+
+    id: Annotated[int, _int(1, limits.MAX_INT64, "a workload id"), JSON_INT]
+    condition: Literal["ok", "any", "notok"] = "ok"
+
+
 class WorkloadCreate(Strict):
     """SPEC section 3. Values are checked by the domain (errors name the field)."""
 
@@ -535,12 +556,25 @@ class WorkloadCreate(Strict):
         0, limits.MAX_MEMORY_MIB, f"{ALLOWED_MEMORY}, at most {limits.MAX_MEMORY_MIB}",
         f"a whole number of MiB ≥ 0 and ≤ {limits.MAX_MEMORY_MIB}"),
         Field(description="MiB per pod")] | None = None
+    # job control (issue 16; docs/scheduling.md "Job control")
+    time_limit: TimeLimit | None = Field(default=None, description="seconds of running "
+                                         "after which the run is ended (Failed, TIME_LIMIT)")
+    requeue_on_timeout: StrictBool = False
+    after: list[DependencyModel] | None = Field(
+        default=None, max_length=MAX_DEPENDENCIES, description="workloads this one waits for")
+    hold: StrictBool = Field(default=False, description="submit held (reason HELD)")
+    array: Annotated[StrictStr, Field(max_length=4096)] | None = Field(
+        default=None, description=f"submit an array: {ARRAY_FORMATS}")
 
+    def job_options(self) -> tuple[bool, ArraySpec | None]:
+        """(submit held, the array to make) of this submission."""
+        return self.hold, None if self.array is None else parse_array(self.array)
 
     def to_spec(self) -> WorkloadSpec:
         """The domain's WorkloadSpec (its rules: priority per class, 0.25 steps,
         min_pods <= pods, ...); what the service receives."""
-        fields = self.model_dump(exclude_unset=True, by_alias=True)
+        fields = self.model_dump(exclude_unset=True, by_alias=True,
+                                 exclude={"hold", "array"})
         args = {k: v for k, v in fields.items() if v is not None}
         args["wclass"] = args.pop("class", WorkloadClass.ELASTIC)
         return make_spec(**args)
@@ -613,6 +647,10 @@ class WorkloadSpecRead(BaseModel):
     duration: int | None = None
     cpu: Gpus = Field(default=0, description="host cores per pod (0 = none asked for)")
     memory_mib: int = Field(default=0, description="host MiB per pod (0 = none asked for)")
+    time_limit: int | None = Field(default=None, description="seconds (null: the pool's "
+                                   "default_time_limit, if any)")
+    requeue_on_timeout: bool = False
+    after: list[dict[str, Any]] = Field(default=[], description="[{id, condition}]")
 
 
 class WorkloadRead(BaseModel):
@@ -641,6 +679,14 @@ class WorkloadRead(BaseModel):
     preemptions: list[PreemptionRead] = []
     spec: WorkloadSpecRead = Field(description="the normalised submit body")
     version: int
+    held: bool = Field(default=False, description="held by a user (waits with reason HELD)")
+    array_id: int | None = Field(default=None, description="the array it belongs to (the id "
+                                 "of its first member)")
+    array_index: int | None = None
+    array_limit: int | None = Field(default=None, description="members of its array that "
+                                    "may run at once (%N)")
+    array_size: int | None = Field(default=None, description="members made (only in the "
+                                   "answer to an array's submission)")
 
 
 class WhyRead(BaseModel):

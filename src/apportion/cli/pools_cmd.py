@@ -21,6 +21,7 @@ from apportion.cli.output import (
 )
 from apportion.client import ApportionClient, paginate
 from apportion.domain.host import format_memory_mib
+from apportion.domain.jobcontrol import format_seconds
 from apportion.domain.quantities import count_of
 
 pools_app = typer.Typer(help="GPU pools (clusters): capacity and a device map.",
@@ -204,6 +205,10 @@ def show(
     typical = pool.get("typical_pods")
     if typical is not None and pool.get("packing") == "fragmentation":
         out.print(f"typical pods: {typical_phrase(typical)}", markup=False)
+    limits = [f"{k.replace('_', ' ')} {format_seconds(int(pool[k]))}"
+              for k in ("default_time_limit", "max_time_limit") if pool.get(k) is not None]
+    if limits:  # job control (issue 16)
+        out.print("time limits: " + ", ".join(limits), markup=False)
     if rows:
         print_table(map_columns(width, has_host), rows, has_headers=not no_headers, console=out)
     totals = _team_totals(workloads)

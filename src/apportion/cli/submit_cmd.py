@@ -24,6 +24,7 @@ from apportion.cli.workloads_eta import eta_line
 from apportion.client import ApiError, ApportionClient
 from apportion.domain.errors import ValidationError, unknown_key
 from apportion.domain.host import cpu_number, cpu_quantity, memory_quantity
+from apportion.domain.jobcontrol import parse_array, parse_dependency, parse_time_limit
 from apportion.domain.workload import TopologyMode, WorkloadClass
 
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(mi|gi|ti|m|g|t|mib|gib|tib)?\s*$", re.IGNORECASE)
@@ -210,6 +211,23 @@ def submit(
                                                     "repeatable.")] = None,
     node_selector: Annotated[list[str] | None, typer.Option("--node-selector", help="KEY="
                                                             "VALUE, repeatable.")] = None,
+    time_limit: Annotated[str | None, typer.Option(
+        "--time", help="Time limit (Slurm's formats: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, "
+        "D-HH:MM:SS; a bare number is minutes; or 90m, 4h, 2d). The run is ended "
+        "(Failed, TIME_LIMIT) when it has run this long.")] = None,
+    requeue_on_timeout: Annotated[bool, typer.Option(
+        "--requeue-on-timeout", help="At the time limit, start a new attempt instead of "
+        "failing.")] = False,
+    after: Annotated[list[str] | None, typer.Option(
+        "--after", help="ID[:ok|:any|:notok]: wait for workload ID to complete (ok, the "
+        "default), end however (any) or end other than Completed (notok); repeatable, "
+        "comma-separated too.")] = None,
+    hold: Annotated[bool, typer.Option("--hold", help="Submit held: it waits (HELD) until "
+                                       "`apportion workloads release ID`.")] = False,
+    array: Annotated[str | None, typer.Option(
+        "--array", help="Submit an array: 0-99, 1,3,5-7 or 0-99:2, with %N to run at most N "
+        "at once (0-99%10); members NAME[INDEX] see APPORTION_ARRAY_ID and "
+        "APPORTION_ARRAY_INDEX.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the pool, whether it "
                                           "starts now or why not, and the victims; submit "
                                           "nothing.")] = False,
@@ -231,6 +249,7 @@ def submit(
         "topology": {"level": topology, "mode": topology_mode.value} if topology else None,
         "cpu": parse_cpu_flag(cpu) if cpu is not None else None,
         "memory_mib": parse_memory_flag(memory) if memory is not None else None,
+        **job_flags(time_limit, requeue_on_timeout, after, hold, array),
     }
     if gpus is not None and gpu_memory is not None:
         raise usage_error("give --gpus or --gpu-memory, not both")
@@ -250,11 +269,40 @@ def submit(
             _dry_run(client, body, fmt, no_headers)
             return
         workload = client.submit_workload(body, idempotency_key=uuid.uuid4().hex)
-    if fmt is Format.TABLE and not no_headers:
+    if fmt is Format.TABLE and not no_headers and workload.get("array_size"):
+        size, aid = int(workload["array_size"]), workload["array_id"]
+        stdout().print(f"array {aid} {body['name']!r} submitted to team {workload['team']}: "
+                       f"{size} members (workloads {aid}..{aid + size - 1}); list them with "
+                       f"`apportion workloads list --array {aid}`")
+    elif fmt is Format.TABLE and not no_headers:
+        held = " (held)" if workload.get("held") else ""
         stdout().print(f"workload {workload['id']} {workload['name']!r} submitted to team "
-                       f"{workload['team']}: {workload['status']}")
+                       f"{workload['team']}: {workload['status']}{held}")
     else:
         emit(workload, fmt, SUBMITTED_COLUMNS, has_headers=not no_headers)
+
+
+def job_flags(time_limit: str | None, requeue_on_timeout: bool, after: list[str] | None,
+              hold: bool, array: str | None) -> dict[str, Any]:
+    """The job-control fields (issue 16) of the flags; a bad value is a usage
+    error naming the flag and what it accepts."""
+    out: dict[str, Any] = {}
+    try:
+        if time_limit is not None:
+            out["time_limit"] = parse_time_limit(time_limit, "--time")
+        deps = [d for item in after or [] for d in item.split(",") if d.strip()]
+        if deps:
+            out["after"] = [parse_dependency(d, "--after").to_json() for d in deps]
+        if array is not None:
+            parse_array(array, "--array")
+            out["array"] = array
+    except ValidationError as err:
+        raise usage_error(str(err)) from None
+    if requeue_on_timeout:
+        out["requeue_on_timeout"] = True
+    if hold:
+        out["hold"] = True
+    return out
 
 
 def _check_required(body: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from apportion.cli.output import (
 from apportion.cli.watch import workload_events
 from apportion.cli.workloads_describe import describe
 from apportion.cli.workloads_eta import eta, eta_cell
+from apportion.cli.workloads_jobs import JOB_COLUMNS, hold, job_lines, release
 from apportion.cli.workloads_why import logs, why
 from apportion.client import TERMINAL_STATUSES, ApportionClient, paginate
 
@@ -41,6 +42,8 @@ app.command("why")(why)
 app.command("logs")(logs)
 app.command("describe")(describe)
 app.command("eta")(eta)
+app.command("hold")(hold)
+app.command("release")(release)
 
 
 def register(root: typer.Typer) -> None:
@@ -84,6 +87,7 @@ COLUMNS = (
     Column("MEMORY", lambda w: fmt_memory_mib(_spec(w).get("memory_mib")), is_wide_only=True),
     Column("SUBMITTED-BY", lambda w: w.get("submitted_by"), is_wide_only=True),
     Column("SUBMITTED", lambda w: w.get("submitted_at"), is_wide_only=True),
+    *JOB_COLUMNS,
     Column("ETA", lambda w: eta_cell(w.get("eta")), is_wide_only=True),
     Column("REASON", lambda w: (w.get("reason") or {}).get("code")),
 )
@@ -118,6 +122,8 @@ def list_workloads(
     pool: Annotated[str | None, typer.Option("--pool")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many "
                                               "(newest last).")] = None,
+    array: Annotated[int | None, typer.Option("--array", min=1, help="The members of this "
+                                              "array (finished ones too).")] = None,
     watch: WatchOpt = False,
     timeout: TimeoutOpt = None,
     output: OutputOpt = None,
@@ -126,12 +132,12 @@ def list_workloads(
     """Workloads of my teams that have not finished (-A: all, finished too)."""
     fmt = common.output_format(output)
     statuses = [s for v in status or [] for s in v.split(",") if s] or (
-        None if all_ else UNFINISHED)
+        None if all_ or array is not None else UNFINISHED)
     with common.open_client() as client:
         teams: list[str | None] = [team]
-        if team is None and not all_:
+        if team is None and not all_ and array is None:
             teams = list(_my_teams(client) or [None])
-        filters = {"status": statuses, "class_": wclass, "pool": pool}
+        filters = {"status": statuses, "class_": wclass, "pool": pool, "array": array}
         # The cursor comes first, so no change between listing and following is lost.
         after = client.latest_event_id() if watch else None
         found: dict[int, dict[str, Any]] = {}
@@ -290,16 +296,30 @@ def get_workload(
 @app.command("cancel")
 @command
 def cancel(
-    refs: Annotated[list[str], typer.Argument(metavar="NAME|ID...")],
+    refs: Annotated[list[str] | None, typer.Argument(metavar="NAME|ID...")] = None,
     message: Annotated[str | None, typer.Option("--message", "-m", help="Why (kept in the "
                                                 "event log).")] = None,
+    array: Annotated[int | None, typer.Option("--array", min=1, help="Cancel every "
+                                              "unfinished member of this array.")] = None,
     output: OutputOpt = None,
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """Cancel workloads (yours; team leads: anyone's in their teams)."""
     fmt = common.output_format(output)
     done = []
+    refs = refs or []
+    if not refs and array is None:
+        raise common.usage_error("which workloads? give NAME|ID... or --array ID")
     with common.open_client() as client:
+        if array is not None:
+            res = client.cancel_array(array, message=message)
+            if fmt is Format.TABLE:
+                stdout().print(f"array {array}: {len(res['cancelled'])} of "
+                               f"{res['members']} members cancelled")
+            else:
+                print_data(res, fmt)
+            if not refs:
+                return
         for ref in refs:
             w = resolve_workload(client, ref)
             done.append(client.cancel_workload(int(w["id"]), message=message))
@@ -369,6 +389,7 @@ def show_lines(w: dict[str, Any]) -> list[str]:
         lines.append(f"topology:   {topology.get('level')} ({topology.get('mode')})")
     if reason:
         lines.append(f"reason:     {reason.get('code')}: {reason.get('message')}")
+    lines += job_lines(w)
     lines.append(f"submitted:  {w.get('submitted_at') or '-'} by {w.get('submitted_by')}")
     return lines
 

@@ -40,13 +40,28 @@ class ApportionClient(AdminEndpoints):
         class_: str | None = None, pool: str | None = None, submitted_by: str | None = None,
         submitted_after: str | None = None, submitted_before: str | None = None,
         name: str | None = None, limit: int | None = None, next_token: str | None = None,
+        array: int | None = None,
     ) -> Page:
         return self.page("/v1/workloads", {
             "status": status, "team": team, "class": class_, "pool": pool,
             "submitted_by": submitted_by, "submitted_after": submitted_after,
             "submitted_before": submitted_before, "name": name, "limit": limit,
-            "next_token": next_token,
+            "next_token": next_token, "array": array,
         })
+
+    # -- job control (issue 16) ---------------------------------------------------------
+    def hold_workload(self, workload_id: int) -> dict[str, Any]:
+        """Hold a Pending or Queued workload (it waits with reason HELD)."""
+        return self.obj("POST", f"/v1/workloads/{_seg(workload_id)}/hold")
+
+    def release_workload(self, workload_id: int) -> dict[str, Any]:
+        return self.obj("POST", f"/v1/workloads/{_seg(workload_id)}/release")
+
+    def cancel_array(self, array_id: int, *, message: str | None = None) -> dict[str, Any]:
+        """Cancel every member of an array that has not ended:
+        ``{array_id, members, cancelled: [ids]}``."""
+        body = {"message": message} if message is not None else {}
+        return self.obj("POST", f"/v1/arrays/{_seg(array_id)}/cancel", json=body)
 
     def get_workload(self, workload_id: int) -> dict[str, Any]:
         return self.obj("GET", f"/v1/workloads/{_seg(workload_id)}")

@@ -151,10 +151,24 @@ class Pool:
     #: the prior of ``fragmentation`` packing (SPEC 5); None: a whole node of each
     #: node size (engine/pool_mixes.py), () : none
     typical_pods: tuple[TypicalPod, ...] | None = None
+    #: job control (issue 16): the time limit of work that gives none, and the
+    #: largest one allowed (seconds; None: no default, no maximum)
+    default_time_limit: int | None = None
+    max_time_limit: int | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValidationError("name", "must not be empty")
+        for fname in ("default_time_limit", "max_time_limit"):
+            value = getattr(self, fname)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ValidationError(fname, f"must be an integer >= 1 seconds, got {value!r}")
+        if (self.default_time_limit is not None and self.max_time_limit is not None
+                and self.default_time_limit > self.max_time_limit):
+            raise ValidationError("default_time_limit", f"{self.default_time_limit} s is above "
+                                  f"max_time_limit ({self.max_time_limit} s)",
+                                  f"at most {self.max_time_limit} seconds")
         object.__setattr__(self, "typical_pods", parse_typical_pods(self.typical_pods))
         try:
             object.__setattr__(self, "packing", Packing(self.packing))

@@ -113,6 +113,13 @@ class WorkloadState:
     reason: Reason | None = None
     events: tuple[Event, ...] = ()
     attempts: tuple[Attempt, ...] = ()
+    #: job control (issue 16): held by a user (waits with reason HELD until
+    #: released); member ``array_index`` of array ``array_id``, of which at
+    #: most ``array_limit`` run at once
+    held: bool = False
+    array_id: int | None = None
+    array_index: int | None = None
+    array_limit: int | None = None
 
     @property
     def name(self) -> str:

@@ -21,6 +21,15 @@ class ReasonCode(enum.StrEnum):
     GANG_WAITING = "GANG_WAITING"
     FAIR_SHARE = "FAIR_SHARE"
     WAITING_FOR_CAPACITY = "WAITING_FOR_CAPACITY"
+    # Job control (issue 16), applied before the engine sees the workload
+    # (engine/gating.py): it waits for these whatever capacity there is.
+    HELD = "HELD"
+    DEPENDENCY = "DEPENDENCY"
+    ARRAY_LIMIT = "ARRAY_LIMIT"
+    # Why a workload ended (not a wait): it ran past its time limit; a
+    # dependency of it can no longer be met (Slurm's DependencyNeverSatisfied).
+    TIME_LIMIT = "TIME_LIMIT"
+    DEPENDENCY_NEVER_SATISFIED = "DEPENDENCY_NEVER_SATISFIED"
 
     @property
     def is_unresolvable(self) -> bool:

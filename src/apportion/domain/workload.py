@@ -11,6 +11,7 @@ from types import MappingProxyType
 from apportion.domain import limits
 from apportion.domain.errors import ValidationError
 from apportion.domain.host import parse_cpu, parse_memory_mib
+from apportion.domain.jobcontrol import Dependency, parse_dependencies, parse_time_limit
 from apportion.domain.quantities import GpuRequest, parse_gpu_request
 
 
@@ -90,6 +91,10 @@ class WorkloadSpec:
     #: CPU and memory hold them; quotas stay in GPUs.
     cpu_milli: int = 0
     memory_mib: int = 0
+    #: job control (issue 16): a run past its time limit is requeued instead
+    #: of ending Failed; the workloads this one waits for (submitted earlier)
+    requeue_on_timeout: bool = False
+    after: tuple[Dependency, ...] = ()
 
     @property
     def is_reserved(self) -> bool:
@@ -189,6 +194,9 @@ def make_spec(
     duration: object = None,
     cpu: object = None,
     memory_mib: object = None,
+    time_limit: object = None,
+    requeue_on_timeout: object = False,
+    after: object = None,
 ) -> WorkloadSpec:
     """Validate raw input into a WorkloadSpec; every error names its field."""
     if not isinstance(name, str) or not 1 <= len(name) <= 255:
@@ -225,6 +233,9 @@ def make_spec(
     dur = None if duration is None else _int_field(
         duration, "duration", 0, limits.MAX_SECONDS, f"seconds 0..{limits.MAX_SECONDS}"
     )
+    if not isinstance(requeue_on_timeout, bool):
+        raise ValidationError("requeue_on_timeout", "must be true or false")
+    limit = None if time_limit is None else parse_time_limit(time_limit)
     return WorkloadSpec(
         name=name,
         team=team,
@@ -246,6 +257,9 @@ def make_spec(
         duration=dur,
         cpu_milli=parse_cpu(cpu, "cpu"),
         memory_mib=parse_memory_mib(memory_mib, "memory_mib"),
+        time_limit=limit,
+        requeue_on_timeout=requeue_on_timeout,
+        after=parse_dependencies(after),
     )
 
 

@@ -41,7 +41,14 @@ def run_engine(loaded: Loaded) -> Plan:
 def apply_loaded(loaded: Loaded, plan: Plan) -> Applied:
     """The states ``plan`` makes of ``loaded``'s workloads and exiting victims."""
     snap = loaded.snapshot
-    return apply_plan({w.id: w for w in snap.workloads}, snap.exiting, plan)
+    applied = apply_plan({w.id: w for w in snap.workloads}, snap.exiting, plan)
+    if not loaded.gated:
+        return applied
+    # job control's changes (engine/gating.py) join the plan's: the plan never
+    # names a workload gating changed, except a requeued attempt it then routed
+    states = {**loaded.gated, **applied.states}
+    changed = tuple(dict.fromkeys((*loaded.gated, *applied.changed)))
+    return Applied(states, applied.exiting, changed, applied.preemptions)
 
 
 class CycleRunner:

@@ -101,6 +101,8 @@ class PoolSettings:
     starvation_hold_after: int | None = None
     packing: Packing = Packing.FRAGMENTATION
     typical_pods: tuple[TypicalPod, ...] | None = None
+    default_time_limit: int | None = None
+    max_time_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,6 +117,8 @@ class PoolChange(Change):
     starvation_hold_after: int | None = None
     packing: Packing | None = None
     typical_pods: tuple[TypicalPod, ...] | None = None
+    default_time_limit: int | None = None
+    max_time_limit: int | None = None
 
 
 # -- the agent protocol -------------------------------------------------------------------------

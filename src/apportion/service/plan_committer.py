@@ -20,6 +20,7 @@ from typing import Any
 
 from apportion.domain.lifecycle import Status, WorkloadState
 from apportion.engine.apply import Applied, apply_plan
+from apportion.engine.gating import effective_time_limit
 from apportion.engine.plan import DecisionKind, Plan
 from apportion.service.errors import StaleSnapshot
 from apportion.service.events import event_row, lifecycle_rows, write_events
@@ -77,6 +78,12 @@ class PlanCommitter:
         states = {w.id: w for w in snap.workloads}
         if applied is None:
             applied = apply_plan(states, snap.exiting, plan)
+        if loaded.gated:  # job control's changes (engine/gating.py) are the cycle's too
+            states = {**states, **loaded.ungated}
+            if not set(loaded.gated) <= set(applied.changed):
+                applied = Applied({**loaded.gated, **applied.states}, applied.exiting,
+                                  tuple(dict.fromkeys((*loaded.gated, *applied.changed))),
+                                  applied.preemptions)
         duration = time.perf_counter() - started
         if self.metrics is not None:
             self.metrics.cycle_duration.observe(duration)
@@ -121,10 +128,20 @@ class PlanCommitter:
                 wl_repo.add_decision(
                     session, org_id, kind="start", pool=new.pool or "", workload_id=wid,
                     attempt=new.attempt, placement=codec.placement_to_json(new.placement),
-                    exec_=_exec(row.spec), created_at=now)
+                    exec_=_exec(row.spec, effective_time_limit(
+                        new.spec, loaded.snapshot.pools.get(new.pool or "")),
+                        row.array_id, row.array_index),
+                    created_at=now)
                 if self.metrics is not None:
                     self.metrics.admission.labels(loaded.org_slug, row.team).observe(
                         max(0.0, now - loaded.submitted_at.get(wid, now)))
+        for stop in loaded.stops:  # runs ended by their time limit (engine/gating.py)
+            ended = phys.state(old[stop.workload_id], physical=True,
+                               known_attempts=len(old[stop.workload_id].attempts))
+            wl_repo.add_decision(
+                session, org_id, kind="stop", pool=stop.pool, workload_id=stop.workload_id,
+                attempt=stop.attempt, placement=codec.placement_to_json(ended.placement),
+                reason="time_limit", grace_seconds=stop.grace, created_at=now)
         for wid, entry in self._write_preemptions(session, org_id, old, applied, plan, loaded,
                                                   now):
             wl_repo.add_preemption(rows[wid], entry)
@@ -163,11 +180,19 @@ class PlanCommitter:
         return entries
 
 
-def _exec(spec: dict[str, object]) -> dict[str, object]:
+def _exec(spec: dict[str, object], time_limit: int | None = None,
+          array_id: int | None = None, array_index: int | None = None) -> dict[str, object]:
     """What the agent runs: the program, and what each pod asks of its node
     (host ``cpu`` cores and ``memory_mib``, 0 = none; the acceptable
     ``gpu_type`` as the spec shows it), for executors that tell a node
     scheduler (Kubernetes requests, limits and node affinity)."""
     keys = ("name", "team", "image", "command", "env", "labels", "duration", "cpu",
             "memory_mib", "gpu_type")
-    return {k: spec.get(k) for k in keys}
+    out = {k: spec.get(k) for k in keys}
+    if time_limit is not None:  # the effective one (the pool's default and maximum applied)
+        out["time_limit"] = time_limit
+    if array_id is not None:  # an array member learns its place from its environment
+        env = dict(out.get("env") or {})  # type: ignore[call-overload]
+        env.update(APPORTION_ARRAY_ID=str(array_id), APPORTION_ARRAY_INDEX=str(array_index))
+        out["env"] = env
+    return out

@@ -95,6 +95,8 @@ def new_pool(settings: PoolSettings) -> Pool:
         start_delay=settings.start_delay, preemption_grace=settings.preemption_grace,
         starvation_hold_after=settings.starvation_hold_after, packing=settings.packing,
         typical_pods=settings.typical_pods,
+        default_time_limit=settings.default_time_limit,
+        max_time_limit=settings.max_time_limit,
     )
 
 
@@ -114,6 +116,8 @@ def changed_pool(change: PoolChange, row: PoolRecord) -> Pool:
         starvation_hold_after=pick("starvation_hold_after"),
         packing=pick("packing"),
         typical_pods=pick("typical_pods"),
+        default_time_limit=pick("default_time_limit"),
+        max_time_limit=pick("max_time_limit"),
     )
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from apportion.domain.lifecycle import Exiting, WorkloadState
+from apportion.domain.lifecycle import Exiting, Status, WorkloadState
+from apportion.engine.gating import Stop, gate
 from apportion.engine.snapshot import Snapshot
 from apportion.service import devices
 from apportion.service.devices import IDENTITY, DeviceMap
@@ -25,6 +26,11 @@ class Loaded:
     org_slug: str = ""
     #: engine device numbering <-> physical (devices used by unmanaged pods hidden)
     devices: DeviceMap = IDENTITY
+    #: job control's own changes before the engine (engine/gating.py): the new
+    #: states by id, the states they replace, and the runs to stop
+    gated: dict[int, WorkloadState] = field(default_factory=dict)
+    ungated: dict[int, WorkloadState] = field(default_factory=dict)
+    stops: tuple[Stop, ...] = ()
 
 
 class StateCache:
@@ -104,4 +110,20 @@ def load_snapshot(
         exiting=exiting, version=org.sched_version,
     )
     submitted = {state.id: at for state, at in active}
-    return Loaded(snap, org.last_cycle + 1, submitted, org.slug, devmap)
+    gated = gate(snap, _outside_statuses(session, org_id, states))
+    if gated.is_identity and gated.snapshot is snap:
+        return Loaded(snap, org.last_cycle + 1, submitted, org.slug, devmap)
+    ungated = {w.id: w for w in states if w.id in gated.changed}
+    return Loaded(gated.snapshot, org.last_cycle + 1, submitted, org.slug, devmap,
+                  gated.changed, ungated, gated.stops)
+
+
+def _outside_statuses(session: Session, org_id: int, states: tuple[WorkloadState, ...]
+                      ) -> dict[int, Status]:
+    """The statuses of the dependencies of waiting work that are not active."""
+    active = {w.id for w in states}
+    wanted = {d.workload_id for w in states if w.status.is_waiting for d in w.spec.after
+              if d.workload_id not in active}
+    if not wanted:
+        return {}
+    return {i: Status(s) for i, s in wl_repo.statuses_of(session, org_id, sorted(wanted)).items()}

@@ -92,6 +92,8 @@ def pool_view(row: PoolRecord, capacity_milli: int, node_count: int) -> dict[str
         "starvation_hold_after": row.starvation_hold_after,
         "packing": row.packing or "fragmentation",
         "typical_pods": row.typical_pods,
+        "default_time_limit": row.default_time_limit,
+        "max_time_limit": row.max_time_limit,
         "capacity": gpus(capacity_milli),
         "node_count": node_count,
         "agent": {"status": row.agent_status, "last_heartbeat_at": iso(row.last_heartbeat_at)},
@@ -198,6 +200,10 @@ def workload_view(row: WorkloadRecord) -> dict[str, Any]:
         "preemptions": [preemption_view(e) for e in row.preemptions or []],
         "spec": row.spec,
         "version": row.version,
+        "held": bool(row.held),
+        "array_id": row.array_id,
+        "array_index": row.array_index,
+        "array_limit": row.array_limit,
     }
 
 

@@ -39,6 +39,7 @@ SPEC_FIELDS = frozenset({
     "name", "team", "class", "priority", "gpus", "gpu_memory_mib", "pods", "min_pods", "gang",
     "topology", "gpu_type", "pool", "node_selector", "requeue_on_preemption", "command",
     "image", "env", "labels", "duration", "cpu", "memory_mib",
+    "time_limit", "requeue_on_timeout", "after",
 })
 
 
@@ -65,7 +66,23 @@ def check_team(parents: Parents, team: str) -> None:
         )
 
 
-def submit(session: Session, ctx: Ctx, spec: WorkloadSpec) -> dict[str, Any]:
+def new_row(ctx: Ctx, spec: WorkloadSpec, now: float, *, held: bool = False) -> dict[str, Any]:
+    """The column values of a new workload (Pending, attempt 1)."""
+    return {
+        "org_id": ctx.org_id, "name": spec.name, "team": spec.team,
+        "wclass": spec.wclass.value, "priority": spec.priority,
+        "status": Status.PENDING.value, "is_active": True, "attempt": 1, "pool": None,
+        "spec": codec.spec_to_dict(spec), "placement": [], "nomination": [], "is_hold": False,
+        "submitted_at": float(int(now)), "submitted_by": ctx.actor.name, "attempts": [],
+        "version": 1, "updated_at": now, "reason_code": None, "reason_message": None,
+        "started_at": None, "running_at": None, "ended_at": None, "preempted_by": None,
+        "head_since": None, "preemptions": [], "held": held, "array_id": None,
+        "array_index": None, "array_limit": None,
+    }
+
+
+def submit(session: Session, ctx: Ctx, spec: WorkloadSpec, *, held: bool = False
+           ) -> dict[str, Any]:
     """Store a new workload (Pending), its first event and audit entry, in the
     caller's transaction.
 
@@ -81,17 +98,10 @@ def submit(session: Session, ctx: Ctx, spec: WorkloadSpec) -> dict[str, Any]:
     except (ValidationError, PermissionDenied):
         used, parents = PARENTS_CACHE.reload(session, ctx.org_id)
         _check_submit(ctx, parents, spec.team)
+    if spec.after or spec.time_limit is not None:
+        check_job_control(session, ctx.org_id, spec)
     now = time.time()
-    values: dict[str, Any] = {
-        "org_id": ctx.org_id, "name": spec.name, "team": spec.team,
-        "wclass": spec.wclass.value, "priority": spec.priority,
-        "status": Status.PENDING.value, "is_active": True, "attempt": 1, "pool": None,
-        "spec": codec.spec_to_dict(spec), "placement": [], "nomination": [], "is_hold": False,
-        "submitted_at": float(int(now)), "submitted_by": ctx.actor.name, "attempts": [],
-        "version": 1, "updated_at": now, "reason_code": None, "reason_message": None,
-        "started_at": None, "running_at": None, "ended_at": None, "preempted_by": None,
-        "head_since": None, "preemptions": [],
-    }
+    values = new_row(ctx, spec, now, held=held)
     wid = wl_repo.insert_workload(session, values)
     state = submitted(wid, spec, int(now), cause=ctx.cause)
     add_lifecycle_events(session, ctx.org_id, wid, spec.team, state.events, now, spec.name)
@@ -141,6 +151,31 @@ def cancel(
     return after
 
 
+def check_job_control(session: Session, org_id: int, spec: WorkloadSpec) -> None:
+    """A submission's dependencies name existing workloads (each submitted
+    before it, so no cycle can form: docs/scheduling.md) and its time limit is
+    within the pool's maximum (422 naming the field otherwise)."""
+    if spec.after:
+        found = wl_repo.statuses_of(session, org_id, [d.workload_id for d in spec.after])
+        for i, dep in enumerate(spec.after):
+            if dep.workload_id not in found:
+                raise ValidationError(f"after[{i}].id", f"workload {dep.workload_id} does not "
+                                      "exist", "the id of a workload submitted before this one")
+    if spec.time_limit is None:
+        return
+    pools = [codec.pool_from_row(p) for p in repo.list_pools(session, org_id)]
+    if spec.pool is not None:
+        pools = [p for p in pools if p.name == spec.pool]
+    maxima = [p.max_time_limit for p in pools]
+    if not maxima or any(m is None for m in maxima):
+        return  # no pool yet, or one without a maximum
+    top = max(m for m in maxima if m is not None)
+    if spec.time_limit > top:
+        where = f"pool {spec.pool}'s" if spec.pool is not None else "the largest"
+        raise ValidationError("time_limit", f"{spec.time_limit} s is above {where} "
+                              f"max_time_limit ({top} s)", f"at most {top} seconds")
+
+
 run_id = wl_repo.run_id
 
 
@@ -171,7 +206,7 @@ def list_(
     flt = wl_repo.WorkloadFilter(
         statuses=f.statuses, teams=None if wanted is None else sorted(wanted), wclass=f.wclass,
         pool=f.pool, submitted_by=f.submitted_by, submitted_after=f.submitted_after,
-        submitted_before=f.submitted_before, name=f.name, text=f.text,
+        submitted_before=f.submitted_before, name=f.name, text=f.text, array=f.array,
     )
     page = wl_repo.list_workloads(session, ctx.org_id, flt, after, limit)
     return Page([workload_view(r) for r in page.items], page.next_after, page.total)

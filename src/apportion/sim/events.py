@@ -39,7 +39,7 @@ _NODE_MOVES = {
 def apply_event(world: World, ev: ScenarioEvent) -> None:
     """Apply one event at ``world.now``. One that cannot apply (a terminal
     workload, a node already in that state) is ignored and recorded."""
-    if ev.kind in _WORKLOAD_MOVES:
+    if ev.kind in _WORKLOAD_MOVES or ev.kind in ("hold", "release"):
         _workload_event(world, ev)
     else:
         _node_event(world, ev)
@@ -47,6 +47,9 @@ def apply_event(world: World, ev: ScenarioEvent) -> None:
 
 def _workload_event(world: World, ev: ScenarioEvent) -> None:
     w = world.states[world.by_name[ev.target]]
+    if ev.kind in ("hold", "release"):
+        _hold_event(world, ev, w, ev.kind == "hold")
+        return
     target, sources = _WORKLOAD_MOVES[ev.kind]
     if w.status not in sources:
         why = "it has ended" if w.status.is_terminal else "that needs " + " or ".join(
@@ -57,6 +60,19 @@ def _workload_event(world: World, ev: ScenarioEvent) -> None:
         return
     world.put(transition(w, target, world.now, f"event {ev.path}",
                           f"{_MESSAGES[ev.kind]} (scenario {ev.path})"))
+
+
+def _hold_event(world: World, ev: ScenarioEvent, w: WorkloadState, hold: bool) -> None:
+    """Hold or release a waiting workload (issue 16); gating does the rest."""
+    if not w.status.is_waiting or w.held == hold:
+        why = f"it is {w.status.value}" if not w.status.is_waiting else (
+            "it is already " + ("held" if hold else "not held"))
+        world.note(Note(world.now, ev.kind, ev.target, f"ignored: {why}", ev.path,
+                        is_ignored=True))
+        return
+    world.put(replace(w, held=hold))
+    world.note(Note(world.now, ev.kind, ev.target,
+                    f"{ev.target} {'held' if hold else 'released'}", ev.path))
 
 
 def _node_event(world: World, ev: ScenarioEvent) -> None:
@@ -97,6 +113,9 @@ def _fail(w: WorkloadState, at: int, cause: str, message: str) -> WorkloadState:
 def submit(world: World, sw: ScenarioWorkload) -> None:
     """Submit ``sw`` now: Pending, or with a given placement straight to Starting."""
     w = submitted(sw.id, sw.spec, world.now, "scenario", f"submitted ({sw.path})")
+    if sw.held or sw.array_id is not None:
+        w = replace(w, held=sw.held, array_id=sw.array_id, array_index=sw.array_index,
+                    array_limit=sw.array_limit)
     if sw.placement is not None:
         _check_free(world, sw)
         pool = world.nodes[sw.placement[0].node].pool

@@ -21,13 +21,14 @@ from apportion.domain.errors import ApportionError
 from apportion.domain.lifecycle import Exiting, WorkloadState
 from apportion.engine import kept_state as engine_cache
 from apportion.engine.apply import Preemption, apply_plan
+from apportion.engine.gating import Gated, gate, time_out
 from apportion.engine.kept_state import CycleCache
 from apportion.engine.plan import DecisionKind, Plan
 from apportion.engine.policy import SPEC_POLICY, Policy
 from apportion.engine.snapshot import CycleConfig, Snapshot
 from apportion.sim.events import apply_event, submit
 from apportion.sim.scenario import Scenario
-from apportion.sim.world import COMPLETE, RUNNING, Note, World
+from apportion.sim.world import COMPLETE, RUNNING, TIMEOUT, Note, World
 
 MAX_CYCLES_PER_INSTANT = 100
 HORIZON = 864_000  # 10 days: a run without --until stops here at the latest
@@ -191,6 +192,9 @@ class _Runner:
         for kind, wid in due:  # 1. durations end
             if kind == COMPLETE:
                 w.complete(w.active[wid])
+        for kind, wid in due:  # 1b. runs reach their time limit (issue 16)
+            if kind == TIMEOUT and wid in w.active:
+                self._time_out(w.active[wid])
         w.exiting = tuple(e for e in w.exiting if e.exits_at > at)  # 2. victims exit
         for kind, wid in due:  # 3. start delays end
             if kind == RUNNING and wid in w.active:
@@ -206,6 +210,25 @@ class _Runner:
         if self.has_holds:
             self._schedule_holds()
 
+    def _time_out(self, state: WorkloadState) -> None:
+        """End a run at its time limit, as the service does (engine/gating.py)."""
+        new, leaving, _stop = time_out(state, self.world.scenario.pools[state.pool or ""],
+                                       self.world.now)
+        self.world.put(new)
+        if leaving is not None:
+            self.world.exiting = (*self.world.exiting, leaving)
+
+    def _gate(self) -> Gated:
+        """Job control's changes (held, dependencies, array limits), put into
+        the world; returns the snapshot the engine sees."""
+        w = self.world
+        outside = {i: s.status for i, s in w.states.items() if s.status.is_terminal}
+        gated = gate(w.snapshot(self.cycle_id + 1), outside)
+        for state in gated.changed.values():
+            w.put(state)
+        w.exiting = gated.snapshot.exiting
+        return gated
+
     def _converge(self, at: int) -> None:
         """Run cycles until a plan changes nothing. A cycle is skipped when no
         workload waits: every decision is about waiting work, so it could
@@ -214,25 +237,30 @@ class _Runner:
         for _ in range(MAX_CYCLES_PER_INSTANT):
             if not self.world.has_waiting():
                 return
-            plan = self._plan()
+            gated = self._gate() if self.world.job_control else None
+            plan = self._plan(gated.snapshot if gated is not None else None)
             applied = apply_plan(self.world.active, self.world.exiting, plan)
             self.world.exiting = applied.exiting
             self.world.preemptions.extend(applied.preemptions)
             for wid in applied.changed:
                 self.world.put(applied.states[wid])
-            if not plan.changes_anything:
+            if not plan.changes_anything and (gated is None or not gated.changed):
                 return
         assert plan is not None
         moving = sorted({d.workload_id for d in plan.decisions if d.kind is not DecisionKind.WAIT})
         raise CycleLimitError(at, [self.world.names.get(i, str(i)) for i in moving])
 
-    def _plan(self) -> Plan:
-        """One cycle of the real engine on the current state (not applied)."""
+    def _plan(self, gated: Snapshot | None = None) -> Plan:
+        """One cycle of the real engine on the current state (not applied);
+        ``gated``: the snapshot job control left for the engine."""
         self.cycle_id += 1
-        snapshot = self.world.snapshot(self.cycle_id)
+        snapshot = self.world.snapshot(self.cycle_id) if gated is None else gated
         config = CycleConfig(cycle_id=self.cycle_id, policy=self.policy)
         began = time.perf_counter() if self.hooks.cycle is not None else 0.0
-        if self.cache is not None:
+        if gated is not None:
+            self.world.take_changed()
+            plan = self.cycle(snapshot, config)  # the cache works out what changed
+        elif self.cache is not None:
             plan = self.cache.run(snapshot, config, self.world.active, self.world.take_changed())
         else:
             plan = self.cycle(snapshot, config)

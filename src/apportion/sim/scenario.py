@@ -23,6 +23,7 @@ from apportion.domain.cluster import (
     pool_capacity,
 )
 from apportion.domain.errors import ValidationError
+from apportion.domain.jobcontrol import parse_time_limit
 from apportion.domain.org import OrgTree, build_tree, validate_reservations
 from apportion.sim import fields as f
 from apportion.sim.teams import parse_teams
@@ -32,6 +33,7 @@ TOP_KEYS = ("description", "pools", "teams", "workloads", "events")
 POOL_KEYS = (
     "name", "gpu_type", "gpu_memory_mib", "topology", "start_delay", "preemption_grace",
     "starvation_hold_after", "packing", "typical_pods", "nodes",
+    "default_time_limit", "max_time_limit",
 )
 NODE_KEYS = ("name", "prefix", "count", "gpus", "gpu_type", "gpu_memory_mib", "cpu",
              "memory_mib", "labels", "state")
@@ -172,6 +174,8 @@ def _parse_pool(item: object, path: str) -> Pool:
         "packing": f.choice(raw.get("packing", Packing.FRAGMENTATION.value),
                             f.join(path, "packing"), [p.value for p in Packing]),
         "typical_pods": raw.get("typical_pods"),
+        **{k: parse_time_limit(raw[k], f.join(path, k)) for k in
+           ("default_time_limit", "max_time_limit") if raw.get(k) is not None},
     }
     try:
         return Pool(name=name, gpu_type=gpu_type, topology=tuple(topology), **settings)

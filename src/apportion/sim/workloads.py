@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from apportion.domain import limits
 from apportion.domain.cluster import Node, NodeState, Pool
 from apportion.domain.errors import ValidationError
+from apportion.domain.jobcontrol import ArraySpec, DepCondition, Dependency, parse_array
 from apportion.domain.org import OrgTree
 from apportion.domain.quantities import count_of
 from apportion.domain.workload import DeviceShare, Placement, PodPlacement, WorkloadSpec, make_spec
@@ -17,11 +18,16 @@ from apportion.sim import fields as f
 SPEC_KEYS = (
     "team", "class", "priority", "gpus", "gpu_memory_mib", "pods", "min_pods", "gang",
     "topology", "gpu_type", "pool", "node_selector", "requeue_on_preemption", "command",
-    "image", "env", "labels", "duration", "cpu", "memory_mib",
+    "image", "env", "labels", "duration", "cpu", "memory_mib", "time_limit",
+    "requeue_on_timeout",
 )
-WORKLOAD_KEYS = ("name", "prefix", "count", "at", "placement", *SPEC_KEYS)
-EVENT_KINDS = ("cancel", "complete", "fail", "node_down", "node_up", "cordon", "uncordon")
-WORKLOAD_EVENTS = ("cancel", "complete", "fail")
+#: job control (issue 16): ``hold: true``; ``after: [NAME[:ok|:any|:notok], ...]``
+#: (workloads submitted earlier); ``array: 0-9%2`` (members NAME[0]..NAME[9])
+JOB_KEYS = ("hold", "after", "array")
+WORKLOAD_KEYS = ("name", "prefix", "count", "at", "placement", *SPEC_KEYS, *JOB_KEYS)
+EVENT_KINDS = ("cancel", "complete", "fail", "hold", "release", "node_down", "node_up",
+               "cordon", "uncordon")
+WORKLOAD_EVENTS = ("cancel", "complete", "fail", "hold", "release")
 EVENT_KEYS = ("at", *EVENT_KINDS)
 
 
@@ -32,6 +38,20 @@ class ScenarioWorkload:
     path: str
     spec: WorkloadSpec
     placement: Placement | None
+    held: bool = False
+    array_id: int | None = None
+    array_index: int | None = None
+    array_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """A workload's job control as the file gives it (names, not ids yet)."""
+
+    held: bool = False
+    after: tuple[tuple[str, str], ...] = ()
+    array: ArraySpec | None = None
+    index: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +67,7 @@ def parse_workloads(
 ) -> list[ScenarioWorkload]:
     """Workloads numbered in submission order: by ``at``, then file order."""
     by_name = {n.name: n for n in nodes}
-    found: list[tuple[int, int, str, WorkloadSpec, Placement | None]] = []
+    found: list[tuple[int, int, str, WorkloadSpec, Placement | None, _Job]] = []
     seen: dict[str, str] = {}
     for i, item in enumerate(f.sequence(raw, "workloads", "workloads")):
         path = f.join("workloads", i)
@@ -56,7 +76,8 @@ def parse_workloads(
         if len(found) >= limits.MAX_SCENARIO_WORKLOADS:
             raise ValidationError(path, f"more than {limits.MAX_SCENARIO_WORKLOADS} workloads "
                                   "in the file", f"at most {limits.MAX_SCENARIO_WORKLOADS}")
-        for name in _names(raw_item, path):
+        job = _job(raw_item, path)
+        for name, index in _member_names(raw_item, path, job):
             spec = _spec(raw_item, name, path, tree, pools)
             if name in seen:
                 raise ValidationError(
@@ -68,12 +89,71 @@ def parse_workloads(
             if raw_item.get("placement") is not None:
                 placement = _placement(raw_item["placement"], f.join(path, "placement"), spec,
                                        by_name)
-            found.append((at, len(found), path, spec, placement))
+            found.append((at, len(found), path, spec, placement, replace(job, index=index)))
     found.sort(key=lambda t: (t[0], t[1]))
-    return [
-        ScenarioWorkload(id=k, at=at, path=path, spec=spec, placement=placement)
-        for k, (at, _order, path, spec, placement) in enumerate(found, start=1)
-    ]
+    ids = {t[3].name: k for k, t in enumerate(found, start=1)}
+    out: list[ScenarioWorkload] = []
+    first: dict[tuple[str, int], int] = {}  # (path, at) of an array -> its first member's id
+    for k, (at, _order, path, spec, placement, job) in enumerate(found, start=1):
+        if job.after:
+            spec = replace(spec, after=_dependencies(job.after, ids, k, f.join(path, "after")))
+        array_id = None
+        if job.array is not None:
+            array_id = first.setdefault((path, at), k)
+        out.append(ScenarioWorkload(
+            id=k, at=at, path=path, spec=spec, placement=placement, held=job.held,
+            array_id=array_id, array_index=job.index,
+            array_limit=job.array.limit if job.array is not None else None))
+    return out
+
+
+def _job(raw: Mapping[str, Any], path: str) -> _Job:
+    held = raw.get("hold", False)
+    if not isinstance(held, bool):
+        raise ValidationError(f.join(path, "hold"), f"must be true or false, got {held!r}")
+    after: list[tuple[str, str]] = []
+    items = raw.get("after") or []
+    for k, item in enumerate(items if isinstance(items, list) else [items]):
+        if not isinstance(item, str) or not item:
+            raise ValidationError(f.join(f.join(path, "after"), k), f"{item!r} does not name "
+                                  "a workload", "NAME[:ok|:any|:notok]")
+        name, sep, cond = item.rpartition(":")
+        if not sep or cond not in ("ok", "any", "notok"):
+            name, cond = item, "ok"
+        after.append((name, cond))
+    array = None
+    if raw.get("array") is not None:
+        array = parse_array(str(raw["array"]), f.join(path, "array"))
+    return _Job(held, tuple(after), array)
+
+
+def _member_names(raw: Mapping[str, Any], path: str, job: _Job) -> list[tuple[str, int | None]]:
+    """The workload's names, with each array member's index (``NAME[INDEX]``)."""
+    names = _names(raw, path)
+    if job.array is None:
+        return [(n, None) for n in names]
+    if len(names) > 1:
+        raise ValidationError(f.join(path, "array"), "an array needs a name, not prefix + count")
+    return [(f"{names[0]}[{i}]", i) for i in job.array.indexes]
+
+
+def _dependencies(
+    after: tuple[tuple[str, str], ...], ids: Mapping[str, int], own: int, path: str
+) -> tuple[Dependency, ...]:
+    """Names -> ids; each must be submitted before this workload (so no cycle
+    can form)."""
+    deps = []
+    for k, (name, cond) in enumerate(after):
+        wid = ids.get(name)
+        if wid is None or wid >= own:
+            why = "no such workload" if wid is None else "it is not submitted before this one"
+            raise ValidationError(f.join(path, k), f"{name!r}: {why}",
+                                  "a workload submitted earlier (at an earlier time, or "
+                                  "earlier in the file)")
+        deps.append(Dependency(wid, DepCondition(cond)))
+    if len({d.workload_id for d in deps}) != len(deps):
+        raise ValidationError(path, "a workload is named twice", "each workload once")
+    return tuple(sorted(deps))
 
 
 def _names(raw: Mapping[str, Any], path: str) -> list[str]:

@@ -14,11 +14,13 @@ from dataclasses import dataclass, replace
 from apportion.domain.cluster import Node, NodeState
 from apportion.domain.lifecycle import Exiting, Status, WorkloadState, transition
 from apportion.engine.apply import Preemption
+from apportion.engine.gating import timeout_at
 from apportion.engine.snapshot import Snapshot
 from apportion.sim.scenario import Scenario
 
-# Timer kinds, in the order SPEC 8 handles them within one instant.
-COMPLETE, RUNNING, TICK = 0, 1, 2
+# Timer kinds, in the order SPEC 8 handles them within one instant; a run
+# reaching its time limit (issue 16) is handled right after the completions.
+COMPLETE, RUNNING, TICK, TIMEOUT = 0, 1, 2, 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,9 @@ class World:
         self.names = {w.id: w.spec.name for w in scenario.workloads}
         self._timers: list[tuple[int, int, int, int]] = []  # (at, kind, id, attempt)
         self._changed: set[int] = set()  # ids put since take_changed
+        #: job control (issue 16) is used: cycles go through engine/gating.py
+        self.job_control = any(
+            w.held or w.array_id is not None or w.spec.after for w in scenario.workloads)
 
     # -- state changes -------------------------------------------------------
     def put(self, new: WorkloadState) -> None:
@@ -87,6 +92,10 @@ class World:
                                  "finished (duration 0)")
         elif duration is not None:
             self._push(self.now + duration, COMPLETE, running)
+        ends = timeout_at(running, self.scenario.pools.get(w.pool or ""))
+        if ends is not None and running.status is Status.RUNNING and (
+                duration is None or self.now + duration > ends):
+            self._push(ends, TIMEOUT, running)  # time_limit bounds duration
         self.put(running)
 
     def complete(self, w: WorkloadState) -> None:
@@ -119,6 +128,8 @@ class World:
             return w.status is Status.RUNNING and w.running_at is not None and (
                 w.running_at + (w.spec.duration or 0) == at
             )
+        if kind == TIMEOUT:
+            return timeout_at(w, self.scenario.pools.get(w.pool or "")) == at
         if kind == RUNNING:
             pool = self.scenario.pools[w.pool or ""]
             return w.status is Status.STARTING and w.started_at == at - pool.start_delay

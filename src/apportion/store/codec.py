@@ -56,7 +56,21 @@ def spec_to_dict(spec: WorkloadSpec) -> dict[str, Any]:
         "duration": spec.duration,
         "cpu": cpu_number(spec.cpu_milli),
         "memory_mib": spec.memory_mib,
+        **_job_control(spec),
     }
+
+
+def _job_control(spec: WorkloadSpec) -> dict[str, Any]:
+    """The job-control keys of a stored spec (issue 16), only where set, so that
+    a spec without them reads back as before."""
+    out: dict[str, Any] = {}
+    if spec.time_limit is not None:
+        out["time_limit"] = spec.time_limit
+    if spec.requeue_on_timeout:
+        out["requeue_on_timeout"] = True
+    if spec.after:
+        out["after"] = [d.to_json() for d in spec.after]
+    return out
 
 
 def spec_from_dict(data: dict[str, Any]) -> WorkloadSpec:
@@ -124,6 +138,10 @@ def state_from_row(row: WorkloadRow) -> WorkloadState:
         head_since=_opt_int(row.head_since),
         reason=reason,
         attempts=attempts_from_json(row.attempts),
+        held=bool(row.held),
+        array_id=row.array_id,
+        array_index=row.array_index,
+        array_limit=row.array_limit,
     )
 
 
@@ -144,6 +162,7 @@ def state_to_row(state: WorkloadState, row: WorkloadRow, now: float) -> None:
     row.preempted_by = state.preempted_by
     row.head_since = state.head_since
     row.attempts = attempts_to_json(state.attempts)
+    row.held = state.held
     row.version = row.version + 1
     row.updated_at = now
 
@@ -169,6 +188,8 @@ def pool_from_row(row: PoolRow) -> Pool:
         starvation_hold_after=row.starvation_hold_after,
         packing=Packing(row.packing or "fragmentation"),
         typical_pods=parse_typical_pods(row.typical_pods),
+        default_time_limit=row.default_time_limit,
+        max_time_limit=row.max_time_limit,
     )
 
 

@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -102,6 +103,9 @@ class PoolRow(Base):
     #: fragmentation's prior as users write it ([{gpus, count, cpu, memory_mib}]);
     #: null: a whole node of each node size
     typical_pods: Mapped[list[dict[str, Any]] | None] = mapped_column(Json, nullable=True)
+    #: job control (issue 16): time limit of work that gives none, and the largest
+    default_time_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_time_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
     agent_status: Mapped[str] = mapped_column(String(16), default="never")
     last_heartbeat_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
@@ -165,6 +169,12 @@ class WorkloadRow(Base):
     preemptions: Mapped[list[Any]] = mapped_column(Json, default=list, server_default="[]")
     version: Mapped[int] = mapped_column(Integer, default=1)
     updated_at: Mapped[float] = mapped_column(Float)
+    #: job control (issue 16): held by a user; member ``array_index`` of array
+    #: ``array_id`` (the id of its first member), at most ``array_limit`` running
+    held: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    array_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
+    array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    array_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class EventRow(Base):

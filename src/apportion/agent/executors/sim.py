@@ -89,6 +89,15 @@ class SimExecutor:
         self.runs[run.run_id] = _SimRun(run, fail_after, message)
         self.started.append(run.run_id)
 
+    def pod_env(self, run_id: str, pod: int) -> dict[str, str]:
+        """The environment pod ``pod`` of a run would see, were it executed: the
+        workload's ``env`` (an array member's ``APPORTION_ARRAY_ID`` and
+        ``APPORTION_ARRAY_INDEX`` included) plus the run id and pod index, as
+        the local executor gives them."""
+        run = self.runs[run_id].run
+        return {**run.exec.env, "APPORTION_RUN_ID": run.run_id,
+                "APPORTION_POD_INDEX": str(pod)}
+
     def adopt(self, runs: Sequence[Run],
               stopping: Mapping[str, float] | None = None) -> None:
         """Continue the runs from their original start; those being stopped stop

@@ -29,7 +29,8 @@ from apportion.api.schemas import (
     WorkloadCreate,
     WorkloadRead,
 )
-from apportion.service import dryrun
+from apportion.domain import limits
+from apportion.service import dryrun, jobcontrol
 from apportion.service import workloads as svc
 from apportion.service.commands import Result, Session, execute
 from apportion.service.filters import known_pool, known_team
@@ -43,7 +44,10 @@ router = APIRouter(tags=["workloads"], dependencies=[Depends(capture_response)])
                               "links": links.WORKLOAD_SUBMITTED}})
 def submit(request: Request, ctx: CtxDep, idem: IdemDep, body: WorkloadCreate) -> dict[str, Any]:
     spec = body.to_spec()
-    return run_command(request, ctx, idem, lambda s: svc.submit(s, ctx, spec), status=201)
+    held, array = body.job_options()  # issue 16: submit held, or an array
+    return run_command(request, ctx, idem,
+                       lambda s: jobcontrol.submit(s, ctx, spec, held=held, array=array),
+                       status=201)
 
 
 @router.get("/workloads", response_model=Envelope[list[WorkloadRead]])
@@ -57,6 +61,8 @@ def list_workloads(
     submitted_after: Annotated[str | None, Query(description="RFC 3339 or epoch")] = None,
     submitted_before: Annotated[str | None, Query(description="RFC 3339 or epoch")] = None,
     name: str | None = None,
+    array: Annotated[int | None, Query(ge=1, le=limits.MAX_INT64,
+                                       description="the members of this array")] = None,
 ) -> dict[str, Any]:
     statuses = filters.many_of("status", status, filters.STATUSES)
     filters.one_of("class", class_, filters.CLASSES)
@@ -64,6 +70,7 @@ def list_workloads(
         statuses=statuses, wclass=class_, pool=pool, submitted_by=submitted_by,
         submitted_after=parse_time(submitted_after, "submitted_after"),
         submitted_before=parse_time(submitted_before, "submitted_before"), name=name,
+        array=array,
     )
 
     def fn(s: Session) -> Any:
@@ -78,10 +85,13 @@ def list_workloads(
 @router.post("/workloads/dry-run", response_model=Envelope[DryRunRead])
 def dry_run(request: Request, ctx: CtxDep, idem: IdemDep, body: WorkloadCreate) -> dict[str, Any]:
     spec = body.to_spec()
+    held = body.hold
     if idem is None:
-        return envelope(request, read(request, lambda s: dryrun.dry_run(s, ctx, spec)))
+        return envelope(request, read(request,
+                                      lambda s: dryrun.dry_run(s, ctx, spec, held=held)))
     cp = request.app.state.control
-    result = execute(cp.db, ctx, idem, lambda s: Result(200, dryrun.dry_run(s, ctx, spec)))
+    result = execute(cp.db, ctx, idem,
+                     lambda s: Result(200, dryrun.dry_run(s, ctx, spec, held=held)))
     return envelope(request, result.data, replayed=result.replayed)
 
 

@@ -231,6 +231,7 @@ def add_pool(session: Session, org_id: int, pool: Pool, created_at: float) -> Po
         start_delay=pool.start_delay, preemption_grace=pool.preemption_grace,
         starvation_hold_after=pool.starvation_hold_after, packing=pool.packing.value,
         typical_pods=typical_pods_json(pool), agent_status="never",
+        default_time_limit=pool.default_time_limit, max_time_limit=pool.max_time_limit,
         version=1, created_at=created_at,
     )
     session.add(row)
@@ -247,6 +248,7 @@ def update_pool(row: PoolRow, pool: Pool) -> None:
     row.starvation_hold_after = pool.starvation_hold_after
     row.packing = pool.packing.value
     row.typical_pods = typical_pods_json(pool)
+    row.default_time_limit, row.max_time_limit = pool.default_time_limit, pool.max_time_limit
     row.version += 1
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, and_, delete, func, insert, or_, select
+from sqlalchemy import Select, Table, and_, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from apportion.domain.errors import NotFound
@@ -31,6 +31,8 @@ class WorkloadFilter:
     #: a substring of the name (case-insensitive; the dashboard's text filter)
     text: str | None = None
     ids: Sequence[int] = field(default_factory=tuple)
+    #: the members of one array (issue 16)
+    array: int | None = None
 
 
 _WORKLOADS = cast(Table, WorkloadRow.__table__)
@@ -96,6 +98,8 @@ def _workload_query(org_id: int, f: WorkloadFilter) -> Select[Any]:
         q = q.where(WorkloadRow.name == f.name)
     if f.text:
         q = q.where(WorkloadRow.name.icontains(f.text, autoescape=True))
+    if f.array is not None:
+        q = q.where(WorkloadRow.array_id == f.array)
     return q
 
 
@@ -367,3 +371,42 @@ def finished_runtimes(
          .order_by(t.ended_at.desc()).limit(limit))
     return [(team, pool or "", float(s or 0), float(e or 0))
             for team, pool, s, e in session.execute(q)]
+
+
+# -- job control (issue 16) ---------------------------------------------------------
+def insert_workloads(session: Session, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert several workloads (an array's members) in one executemany and
+    return their ids, in the order of ``rows``."""
+    stmt = insert(_WORKLOADS).returning(_WORKLOADS.c.id, sort_by_parameter_order=True)
+    return [int(i) for i in session.connection().execute(stmt, rows).scalars()]
+
+
+def set_array_id(session: Session, ids: Sequence[int], array_id: int) -> None:
+    """Make workloads ``ids`` members of array ``array_id``."""
+    t = _WORKLOADS
+    for start in range(0, len(ids), 500):
+        session.connection().execute(
+            update(t).where(t.c.id.in_(list(ids[start:start + 500]))).values(array_id=array_id))
+
+
+def statuses_of(session: Session, org_id: int, ids: Sequence[int]) -> dict[int, str]:
+    """The status of each of workloads ``ids`` that exists, by id."""
+    out: dict[int, str] = {}
+    wanted = sorted(set(ids))
+    t = _WORKLOADS
+    for start in range(0, len(wanted), 500):
+        q = select(t.c.id, t.c.status).where(t.c.org_id == org_id,
+                                             t.c.id.in_(wanted[start:start + 500]))
+        out.update((int(i), str(s)) for i, s in session.execute(q))
+    return out
+
+
+def array_members(
+    session: Session, org_id: int, array_id: int, *, lock: bool = False
+) -> list[WorkloadRow]:
+    """The members of array ``array_id``, by index."""
+    q = select(WorkloadRow).where(WorkloadRow.org_id == org_id,
+                                  WorkloadRow.array_id == array_id)
+    if lock:
+        q = q.with_for_update()
+    return list(session.scalars(q.order_by(WorkloadRow.array_index, WorkloadRow.id)))

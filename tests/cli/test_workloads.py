@@ -91,9 +91,9 @@ def test_list_defaults_filters_and_formats(org: Org) -> None:
                                          "Cancelled").splitlines()[1:]] == ["c"]
     assert len(org.ok("workloads", "list", "-A", "--limit", "1").splitlines()) == 2
     wide = org.ok("workloads", "list", "-o", "wide").splitlines()[0].split()
-    assert wide[-13:] == ["PODS", "ATTEMPT", "NODES", "GPU-TYPE", "CPU", "MEMORY",
+    assert wide[-14:] == ["PODS", "ATTEMPT", "NODES", "GPU-TYPE", "CPU", "MEMORY",
                           "SUBMITTED-BY", "SUBMITTED", "TIME-LIMIT", "HELD", "AFTER", "ARRAY",
-                          "REASON"]
+                          "ETA", "REASON"]
     assert wide.index("PODS") == wide.index("POOL") + 1
     mine = org.ok("workloads", "list", token=member).splitlines()
     assert [r.split()[1] for r in mine[1:]] == ["b"]  # a member's default: its teams

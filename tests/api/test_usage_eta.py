@@ -200,3 +200,28 @@ def test_eta_of_a_waiting_workload_and_of_its_pool(capi: Api, clock: ManualClock
     r = api.call("GET", "/v1/eta", params={"pool": "mian"})
     assert r.status_code == 404 and "main" in r.text
     assert api.call("GET", "/v1/workloads/999999/eta").status_code == 404
+
+
+def test_eta_ends_running_work_at_its_time_limit(capi: Api, clock: ManualClock) -> None:
+    """A running workload with a time limit ends, in the estimate, at its start
+    plus its limit, ahead of any median (issue 16: "running work ends at its
+    time limit"), and the estimate says so."""
+    api = capi
+    agent = api.org()
+    h = api.submit(name="history", team="nlp", gpus=8)["id"]
+    api.cycle()
+    _report(api, agent, h, "running")
+    clock.advance(1000)
+    _report(api, agent, h, "completed")  # a median of 1000 s that the limit must beat
+    a = api.submit(name="a", team="nlp", gpus=8, time_limit=7200)["id"]
+    api.cycle()
+    started = _t(api.workload(a)["started_at"])
+    _report(api, agent, a, "running")
+    clock.advance(60)
+    b = api.submit(name="b", team="vision", gpus=8)["id"]
+    api.cycle()
+    est = api.ok("GET", f"/v1/workloads/{b}/eta")
+    assert est["start"] == _iso(started + 7200)
+    assert est["basis"] == "time_limit" and "time limit" in est["assumption"]
+    assert [(w["workload_id"], w["ends_at"]) for w in est["waits_for"]] == [
+        (a, _iso(started + 7200))]

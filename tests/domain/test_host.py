@@ -83,3 +83,19 @@ def test_spec_node_and_pool_carry_host_resources_with_defaults() -> None:
         Pool("p", packing="tight")  # type: ignore[arg-type]
     assert err.value.field == "packing" and err.value.allowed == "fragmentation, best_fit"
     assert (cpu_number(8000), cpu_number(500)) == (8, 0.5)
+
+
+def test_a_pool_s_typical_pods_keep_their_host_requests_and_name_bad_fields() -> None:
+    """SPEC 5's configured prior: each shape keeps its CPU and memory, and a
+    refused entry names its place in the list (``typical_pods[1].gpus``)."""
+    from apportion.domain.cluster import TypicalPod, parse_typical_pods
+
+    got = parse_typical_pods([{"gpus": 0.5, "count": 4}, {"gpus": 2, "cpu": 8, "memory_mib": 4096}])
+    assert got == (TypicalPod(500, 4), TypicalPod(2000, 1, 8000, 4096))
+    with pytest.raises(ValidationError) as gpus:
+        parse_typical_pods([{"gpus": 1}, {"gpus": 0.3}])
+    assert gpus.value.field == "typical_pods[1].gpus"
+    with pytest.raises(ValidationError) as unknown:
+        parse_typical_pods([{"gpus": 1, "colour": "red"}])
+    assert unknown.value.field == "typical_pods[0].colour"
+    assert unknown.value.message == "is not a field of a typical pod"

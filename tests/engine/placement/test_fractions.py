@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from apportion.engine.placement import FailureKind
@@ -77,3 +79,16 @@ def test_memory_share_of_a_whole_device_waits_when_every_device_is_shared() -> N
     res = cs.place(req(0, milli=1000))
     assert res.failure is FailureKind.FRAGMENTED
     assert res.message == "needs 1 GPU; 1.98 GPUs free but at most 0.99 on any device"
+
+
+@pytest.mark.parametrize("selector", [None, {"kind": "x"}])
+def test_a_device_with_one_milli_gpu_free_takes_a_one_milli_share(
+    selector: dict[str, str] | None,
+) -> None:
+    """A memory-sized share can be 1 milli-GPU (SPEC 1: a device's memory
+    divided up); best fit puts it on the device with exactly that much free,
+    not on a whole one, also when only the nodes of a selector are looked at."""
+    cs = state(nodes(("a", 2, {"kind": "x"}), ("b", 2, {"kind": "x"})))
+    cs.occupy((1, 0), (pods_on("b", (1, 999)),))
+    res = cs.place(replace(req(0, milli=1), node_selector=selector or {}))
+    assert res.ok and layout(res) == [("b", (1,), 1)]

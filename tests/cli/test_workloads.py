@@ -91,8 +91,8 @@ def test_list_defaults_filters_and_formats(org: Org) -> None:
                                          "Cancelled").splitlines()[1:]] == ["c"]
     assert len(org.ok("workloads", "list", "-A", "--limit", "1").splitlines()) == 2
     wide = org.ok("workloads", "list", "-o", "wide").splitlines()[0].split()
-    assert wide[-9:] == ["PODS", "ATTEMPT", "NODES", "GPU-TYPE", "CPU", "MEMORY",
-                         "SUBMITTED-BY", "SUBMITTED", "REASON"]
+    assert wide[-10:] == ["PODS", "ATTEMPT", "NODES", "GPU-TYPE", "CPU", "MEMORY",
+                          "SUBMITTED-BY", "SUBMITTED", "ETA", "REASON"]
     assert wide.index("PODS") == wide.index("POOL") + 1
     mine = org.ok("workloads", "list", token=member).splitlines()
     assert [r.split()[1] for r in mine[1:]] == ["b"]  # a member's default: its teams

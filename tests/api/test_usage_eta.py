@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from apportion.service import eta as eta_service
 from tests.api.conftest import Api, make_api
 from tests.timing import ManualClock
 
@@ -185,7 +186,9 @@ def test_eta_of_a_waiting_workload_and_of_its_pool(capi: Api, clock: ManualClock
     assert est["basis"] == "team_median" and "team's median" in est["assumption"]
     assert [(w["workload_id"], w["name"], w["ends_at"]) for w in est["waits_for"]] == [
         (a, "a", _iso(started + 1000))]
+    runs = eta_service.CACHE.runs
     listed = api.ok("GET", "/v1/eta", params={"pool": "main"})
+    assert eta_service.CACHE.runs == runs  # the pool's kept run answered
     assert [(e["workload_id"], e["start"]) for e in listed["estimates"]] == [
         (b, _iso(started + 1000))]
     assert listed["cycles"] >= 1
@@ -200,6 +203,9 @@ def test_eta_of_a_waiting_workload_and_of_its_pool(capi: Api, clock: ManualClock
     r = api.call("GET", "/v1/eta", params={"pool": "mian"})
     assert r.status_code == 404 and "main" in r.text
     assert api.call("GET", "/v1/workloads/999999/eta").status_code == 404
+    api.submit(name="later", team="vision", gpus=1)  # the snapshot changed: a new run
+    api.ok("GET", "/v1/eta", params={"pool": "main"})
+    assert eta_service.CACHE.runs == runs + 1
 
 
 def test_eta_ends_running_work_at_its_time_limit(capi: Api, clock: ManualClock) -> None:

@@ -279,3 +279,15 @@ def _word(met: bool | None) -> str:
 
 def _cls(met: bool | None) -> str:
     return "na" if met is None else ("met" if met else "missed")
+
+
+def markdown(results: Mapping[str, Any]) -> str:
+    """The summary and the goals as Markdown tables (docs/replay.md)."""
+    names = list(results["policies"])
+    lines = ["| measure | " + " | ".join(f"`{n}`" for n in names) + " |",
+             "|---|" + "---:|" * len(names)]
+    lines += ["| " + " | ".join(row) + " |" for row in summary_rows(results)]
+    lines += ["", "| goal (apportion) | value | target | met? |", "|---|---:|---|---|"]
+    lines += [f"| {g['goal']} | {_short(g['value'])} | {g['target']} | {_word(g['met'])} |"
+              for g in results["goals"]]
+    return "\n".join(lines) + "\n"

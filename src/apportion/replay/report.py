@@ -113,11 +113,35 @@ def _figure(width: float, height: float) -> Figure:
     return fig
 
 
+def _unit(results: Mapping[str, Any]) -> tuple[float, str]:
+    """The time unit of the x axes, by the window's length."""
+    length = results["window"]["end"] - results["window"]["start"]
+    for scale, name in ((DAY, "days"), (3600.0, "hours"), (60.0, "minutes")):
+        if length > 3 * scale:
+            return scale, name
+    return 1.0, "seconds"
+
+
+def _time_label(results: Mapping[str, Any]) -> str:
+    return f"{_unit(results)[1]} since the trace's first submission"
+
+
 def _days(results: Mapping[str, Any]) -> list[float]:
+    """Bin midpoints in the x axis' unit."""
     first = next(iter(results["policies"].values()))
     edges = first["series_edges"]
     start = results["window"]["start"]
-    return [((a + b) / 2 - start) / DAY for a, b in itertools.pairwise(edges)]
+    scale = _unit(results)[0]
+    return [((a + b) / 2 - start) / scale for a, b in itertools.pairwise(edges)]
+
+
+#: Lines of policies that coincide stay visible: each its own dash and width.
+STYLES = (("-", 2.4), ("--", 1.8), (":", 2.2), ("-.", 1.4), ((0, (1, 1)), 1.0))
+
+
+def _style(i: int) -> dict[str, Any]:
+    dash, width = STYLES[i % len(STYLES)]
+    return {"linestyle": dash, "linewidth": width}
 
 
 def _title(results: Mapping[str, Any], what: str) -> str:
@@ -129,11 +153,11 @@ def _utilization(results: Mapping[str, Any]) -> Figure:
     fig = _figure(11, 4.6)
     ax = fig.subplots()
     days = _days(results)
-    for name, r in results["policies"].items():
+    for i, (name, r) in enumerate(results["policies"].items()):
         avg = 100 * r["utilization"]["average"]
-        ax.plot(days, [100 * v for v in r["utilization"]["series"]], linewidth=1.1,
+        ax.plot(days, [100 * v for v in r["utilization"]["series"]], **_style(i),
                 label=f"{name} (average {avg:.2f} %)")
-    ax.set_xlabel("days since the trace's first submission")
+    ax.set_xlabel(_time_label(results))
     ax.set_ylabel("GPUs allocated, % of capacity")
     ax.set_ylim(0, 105)
     ax.grid(alpha=0.3)
@@ -159,7 +183,7 @@ def _usage(results: Mapping[str, Any]) -> Figure:
         ax.set_ylabel("GPUs in use")
         ax.set_ylim(0, capacity * 1.08)
         ax.grid(alpha=0.3)
-    axes[-1].set_xlabel("days since the trace's first submission")
+    axes[-1].set_xlabel(_time_label(results))
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right upper", fontsize=9, title="team")
     fig.suptitle(_title(results, "GPUs in use per team (stacked, averaged per bin)"),
@@ -171,15 +195,18 @@ def _delays(results: Mapping[str, Any]) -> Figure:
     fig = _figure(11, 4.6)
     axes = fig.subplots(1, 2)
     for ax, klass in zip(axes, ("reserved", "elastic"), strict=True):
-        for name, r in results["policies"].items():
+        top = 10.0
+        for k, (name, r) in enumerate(results["policies"].items()):
             values = r["delays_s"][klass]
             if not values:
                 continue
             n = len(values)
-            xs = [max(v, 1.0) for v in values]
-            ax.step(xs, [(i + 1) / n * 100 for i in range(n)], where="post", label=name,
-                    linewidth=1.1)
+            xs = [1.0] + [max(v, 1.0) for v in values]
+            top = max(top, xs[-1] * 1.5)
+            ax.step(xs, [0.0] + [(i + 1) / n * 100 for i in range(n)], where="post",
+                    label=name, **_style(k))
         ax.set_xscale("log")
+        ax.set_xlim(0.7, top)  # the delays of 0, drawn at 1 s, off the frame
         ax.set_xlabel("queueing delay, seconds (log; 0 drawn at 1 s)")
         ax.set_ylabel("% of workloads started within")
         ax.set_ylim(0, 101)
@@ -196,16 +223,17 @@ def _preemptions(results: Mapping[str, Any]) -> Figure:
     ax = fig.subplots()
     edges = next(iter(results["policies"].values()))["series_edges"]
     start = results["window"]["start"]
-    days = [(e - start) / DAY for e in edges]
-    for name, r in results["policies"].items():
+    scale = _unit(results)[0]
+    days = [(e - start) / scale for e in edges]
+    for i, (name, r) in enumerate(results["policies"].items()):
         running = 0
         cumulative = [0]
         for count in r["preemptions"]["series"]:
             running += count
             cumulative.append(running)
-        ax.step(days, cumulative, where="post", linewidth=1.3,
+        ax.step(days, cumulative, where="post", **_style(i),
                 label=f"{name} ({r['preemptions']['count']} in all)")
-    ax.set_xlabel("days since the trace's first submission")
+    ax.set_xlabel(_time_label(results))
     ax.set_ylabel("preemptions so far (cumulative count)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=9, loc="upper left")
@@ -279,3 +307,15 @@ def _word(met: bool | None) -> str:
 
 def _cls(met: bool | None) -> str:
     return "na" if met is None else ("met" if met else "missed")
+
+
+def markdown(results: Mapping[str, Any]) -> str:
+    """The summary and the goals as Markdown tables (docs/replay.md)."""
+    names = list(results["policies"])
+    lines = ["| measure | " + " | ".join(f"`{n}`" for n in names) + " |",
+             "|---|" + "---:|" * len(names)]
+    lines += ["| " + " | ".join(row) + " |" for row in summary_rows(results)]
+    lines += ["", "| goal (apportion) | value | target | met? |", "|---|---:|---|---|"]
+    lines += [f"| {g['goal']} | {_short(g['value'])} | {g['target']} | {_word(g['met'])} |"
+              for g in results["goals"]]
+    return "\n".join(lines) + "\n"

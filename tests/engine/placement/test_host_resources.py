@@ -225,6 +225,17 @@ def test_the_memory_message_of_one_node() -> None:
                            "at most 16 GiB free")
 
 
+def test_the_memory_message_of_two_nodes() -> None:
+    cs = ClusterState(Pool("p"), [node("a", gpus=2, mem=64 * GIB), node("b", gpus=2, mem=64 * GIB)],
+                      hosts={9: (0, 48 * GIB)})
+    cs.occupy((9, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000),)),))
+    cs.occupy((9, 0, 1), (PodPlacement("b", (DeviceShare(0, 1000),)),))
+    res = cs.place(req(1, mem=32 * GIB))
+    assert res.failure is FailureKind.HOST_RESOURCES
+    assert res.message == ("needs 32 GiB of memory per pod; the 2 nodes with 1 GPU free have "
+                           "at most 16 GiB free")
+
+
 def test_shared_pods_on_a_node_with_cpu_limits_count_whole_pods_per_device() -> None:
     """Two 0.75-GPU pods and a node whose devices have 0.5 and 1 GPU free:
     only one pod fits (a pod takes part of one device), CPU to spare."""

@@ -341,8 +341,8 @@ class ReservationSet(Strict):
     gpus: ReservationGpus
     version: Version | None = None
 
-    def to_input(self, if_match: int | None = None) -> inputs.ReservationSet:
-        return inputs.ReservationSet(gpus=self.gpus, version=_version(self.version, if_match))
+    def to_input(self, if_match: int | None = None) -> inputs.ReservationWanted:
+        return inputs.ReservationWanted(gpus=self.gpus, version=_version(self.version, if_match))
 
 
 class ReservationRead(BaseModel):

@@ -82,7 +82,7 @@ class TeamChange(Change):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReservationSet:
+class ReservationWanted:
     gpus: float
     version: int | None = None
 

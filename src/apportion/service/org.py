@@ -17,7 +17,7 @@ from apportion.service.authz import require_admin, require_team_admin
 from apportion.service.context import Ctx
 from apportion.service.errors import Conflict, check_version
 from apportion.service.events import add_event
-from apportion.service.inputs import OrgChange, ReservationSet, TeamChange, TeamNew
+from apportion.service.inputs import OrgChange, ReservationWanted, TeamChange, TeamNew
 from apportion.service.loading import capacities, load_tree, parents_of
 from apportion.service.views import org_view, reservation_view, team_view
 from apportion.store.db import Session
@@ -162,7 +162,7 @@ def _validate(session: Session, org_id: int, tree: OrgTree, pool: str | None) ->
 
 
 def set_reservation(
-    session: Session, ctx: Ctx, team: str, pool: str, body: ReservationSet
+    session: Session, ctx: Ctx, team: str, pool: str, body: ReservationWanted
 ) -> dict[str, Any]:
     rows = repo.list_teams(session, ctx.org_id)
     parents = parents_of(rows)

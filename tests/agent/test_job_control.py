@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from apportion.agent.executors.local import LocalExecutor
-from apportion.agent.model import RunStatus, decision_from_json
+from apportion.agent.model import RunStatus, instruction_from_json
 from apportion.service.plan_committer import _exec
 from tests.agent.conftest import wait_for
 from tests.agent.test_loop_clock import START, MemoryApi, _agent
@@ -26,7 +26,7 @@ def _member_decision(command: list[str]) -> dict[str, object]:
 
 
 def test_a_local_pod_sees_its_array_id_and_index(tmp_path: Path) -> None:
-    d = decision_from_json(_member_decision(
+    d = instruction_from_json(_member_decision(
         ["sh", "-c", "echo $APPORTION_ARRAY_ID $APPORTION_ARRAY_INDEX $EPOCHS"]))
     assert d.exec.time_limit == 3600
     ex = LocalExecutor(tmp_path, node="box", gpus=1, gpu_memory_mib=40960,
@@ -41,7 +41,7 @@ def test_a_kubernetes_pod_sees_its_array_id_and_index() -> None:
     pytest.importorskip("lightkube", reason="the kubernetes extra is not installed")
     from apportion.agent.executors.kubernetes import KubeSettings, build_job
 
-    d = decision_from_json(_member_decision(["python", "train.py"]))
+    d = instruction_from_json(_member_decision(["python", "train.py"]))
     job = build_job(d.to_run(0.0), KubeSettings(namespace="apportion", pool="gpu-a"))
     env = {e.name: e.value for e in job.spec.template.spec.containers[0].env}
     assert (env["APPORTION_ARRAY_ID"], env["APPORTION_ARRAY_INDEX"]) == ("40", "3")

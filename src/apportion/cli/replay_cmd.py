@@ -30,7 +30,7 @@ EXIT_BAD_INPUT = 2
 EXIT_CYCLE_LIMIT = 3
 
 
-class OutputFormat(enum.StrEnum):
+class ReplayOutput(enum.StrEnum):
     TABLE = "table"
     JSON = "json"
     NONE = "none"
@@ -57,9 +57,9 @@ def replay_command(
     report_dir: Annotated[str | None, typer.Option(
         "--report", help="Write report.html, results.json and the charts into this folder.")
     ] = None,
-    output: Annotated[OutputFormat, typer.Option(
+    output: Annotated[ReplayOutput, typer.Option(
         "-o", "--output", help="table (the summary), json (results.json on stdout) or none."
-    )] = OutputFormat.TABLE,
+    )] = ReplayOutput.TABLE,
 ) -> None:
     """Replay a trace under apportion and the alternatives, and compare them."""
     for name in policy or []:
@@ -81,9 +81,9 @@ def replay_command(
     if report_dir:
         paths = report_mod.write(results, report_dir)
         err_console.print(f"report: {paths['report']}  results: {paths['results']}")
-    if output is OutputFormat.JSON:
+    if output is ReplayOutput.JSON:
         sys.stdout.write(json.dumps(results, indent=1) + "\n")
-    elif output is OutputFormat.TABLE:
+    elif output is ReplayOutput.TABLE:
         console = Console()
         if not console.is_terminal:
             console = Console(width=160)  # a file or a pipe: no column cut short

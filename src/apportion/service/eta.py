@@ -37,7 +37,7 @@ HISTORY_DAYS = 30
 
 
 @dataclass(frozen=True, slots=True)
-class Run:
+class ForecastRun:
     """One forward run: its estimates, and the names, teams and statuses of the
     snapshot's workloads (to show what an estimate waits for)."""
 
@@ -53,18 +53,18 @@ class RunCache:
     """Runs by (database, org, pool key); thread-safe."""
 
     def __init__(self) -> None:
-        self._runs: dict[tuple[str, int, str], Run] = {}
+        self._runs: dict[tuple[str, int, str], ForecastRun] = {}
         self._lock = threading.Lock()
         self.runs = 0  # forward runs made (hits do not count)
 
-    def get(self, key: tuple[str, int, str], version: int) -> Run | None:
+    def get(self, key: tuple[str, int, str], version: int) -> ForecastRun | None:
         with self._lock:
             hit = self._runs.get(key)
         if hit is None or hit.version != version or time.monotonic() - hit.made_at > TTL:
             return None
         return hit
 
-    def put(self, key: tuple[str, int, str], run: Run) -> None:
+    def put(self, key: tuple[str, int, str], run: ForecastRun) -> None:
         with self._lock:
             self._runs[key] = run
             self.runs += 1
@@ -92,7 +92,7 @@ def _targets(snapshot: Snapshot, pool_key: str) -> list[int]:
 
 
 def pool_run(session: Session, org_id: int, pool_key: str, now: float, *,
-             is_fresh: bool = False) -> Run:
+             is_fresh: bool = False) -> ForecastRun:
     """The run that estimates every waiting workload of ``pool_key`` ("" for
     work not routed yet), from the cache unless stale or ``is_fresh``."""
     version = org_repo.get_org(session, org_id).sched_version
@@ -104,13 +104,13 @@ def pool_run(session: Session, org_id: int, pool_key: str, now: float, *,
     snap = loaded.snapshot
     with paused_gc():
         result = forecast(snap, history(session, org_id, now), _targets(snap, pool_key))
-    run = Run(version, time.monotonic(), float(snap.now), result,
+    run = ForecastRun(version, time.monotonic(), float(snap.now), result,
               {w.id: w.name for w in snap.workloads}, {w.id: w.spec.team for w in snap.workloads})
     CACHE.put(key, run)
     return run
 
 
-def estimate_view(est: Estimate, run: Run, status: str,
+def estimate_view(est: Estimate, run: ForecastRun, status: str,
                   visible: set[str] | None) -> dict[str, Any]:
     """An estimate as the API shows it; names of workloads the caller may not
     read are None."""
@@ -182,7 +182,7 @@ def spec_eta(session: Session, ctx: Ctx, snapshot: Snapshot, spec: WorkloadSpec,
     snap = replace(snapshot, workloads=(*snapshot.workloads, probe))
     with paused_gc():
         result = forecast(snap, history(session, ctx.org_id, snapshot.now), [workload_id])
-    run = Run(snapshot.version, time.monotonic(), float(snapshot.now), result,
+    run = ForecastRun(snapshot.version, time.monotonic(), float(snapshot.now), result,
               {w.id: w.name for w in snap.workloads}, {w.id: w.spec.team for w in snap.workloads})
     teams = visible_teams(ctx.actor, load_parents(session, ctx.org_id))
     return estimate_view(result.estimates[workload_id], run, "Pending", teams)

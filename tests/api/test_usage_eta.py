@@ -165,14 +165,21 @@ def test_usage_refuses_bad_input_naming_the_field(capi: Api) -> None:
     assert api.ok("GET", "/v1/usage")["rows"] == []
 
 
-def test_eta_of_a_waiting_workload_and_of_its_pool(capi: Api, clock: ManualClock) -> None:
-    api = capi
+def _with_history(api: Api, clock: ManualClock) -> dict[str, str]:
+    """The org, with one nlp workload that ran 8 GPUs for 1000 s and completed
+    (the team's and the pool's finished runtime); returns the agent's headers."""
     agent = api.org()
     h = api.submit(name="history", team="nlp", gpus=8)["id"]
     api.cycle()
     _report(api, agent, h, "running")
     clock.advance(1000)
-    _report(api, agent, h, "completed")  # nlp's (and the pool's) finished runtime: 1000 s
+    _report(api, agent, h, "completed")
+    return agent
+
+
+def test_eta_of_a_waiting_workload_and_of_its_pool(capi: Api, clock: ManualClock) -> None:
+    api = capi
+    agent = _with_history(api, clock)  # nlp's (and the pool's) finished runtime: 1000 s
     a = api.submit(name="a", team="nlp", gpus=8)["id"]
     api.cycle()
     started = _t(api.workload(a)["started_at"])
@@ -213,12 +220,7 @@ def test_eta_ends_running_work_at_its_time_limit(capi: Api, clock: ManualClock) 
     plus its limit, ahead of any median (issue 16: "running work ends at its
     time limit"), and the estimate says so."""
     api = capi
-    agent = api.org()
-    h = api.submit(name="history", team="nlp", gpus=8)["id"]
-    api.cycle()
-    _report(api, agent, h, "running")
-    clock.advance(1000)
-    _report(api, agent, h, "completed")  # a median of 1000 s that the limit must beat
+    agent = _with_history(api, clock)  # a median of 1000 s that the limit must beat
     a = api.submit(name="a", team="nlp", gpus=8, time_limit=7200)["id"]
     api.cycle()
     started = _t(api.workload(a)["started_at"])

@@ -262,14 +262,17 @@ def cluster_nodes(org: Org, trace: Trace) -> list[dict[str, Any]]:
             if n.gpus and kept * total < seen * org.cluster_gpus and kept < org.cluster_gpus:
                 chosen.append(n)
                 kept += n.gpus
-    out = []
-    for n in chosen:
-        entry: dict[str, Any] = {"name": n.name, "gpus": n.gpus}
-        if n.gpu_type:
-            entry["gpu_type"] = n.gpu_type
-        if n.cpu_milli is not None:
-            entry["cpu"] = n.cpu_milli / 1000
-        if n.memory_mib is not None:
-            entry["memory_mib"] = n.memory_mib
-        out.append(entry)
-    return out
+    return [node_entry(n) for n in chosen]
+
+
+def node_entry(n: Any, **extra: Any) -> dict[str, Any]:
+    """A scenario file's node entry for node ``n`` (a trace's or a scenario's
+    node: name, gpus, gpu_type, cpu_milli, memory_mib), plus ``extra`` keys."""
+    entry: dict[str, Any] = {"name": n.name, "gpus": n.gpus, **extra}
+    if n.gpu_type:
+        entry["gpu_type"] = n.gpu_type
+    if n.cpu_milli is not None:
+        entry["cpu"] = n.cpu_milli / 1000
+    if n.memory_mib is not None:
+        entry["memory_mib"] = n.memory_mib
+    return entry

@@ -12,7 +12,7 @@ from typing import Any
 
 from apportion.domain.cluster import DEFAULT_GPU_MEMORY_MIB
 from apportion.domain.errors import ValidationError
-from apportion.replay.org import ClassRule, Org
+from apportion.replay.org import ClassRule, Org, node_entry
 from apportion.replay.trace import Trace, TraceJob, TraceNode
 from apportion.sim.scenario import Scenario, load_scenario
 
@@ -71,16 +71,7 @@ def org_from_scenario(scenario: Scenario, source: str) -> Org:
         settings["gpu_type"] = pool.gpu_type
     if pool.starvation_hold_after is not None:
         settings["starvation_hold_after"] = pool.starvation_hold_after
-    nodes = []
-    for n in scenario.nodes:
-        entry: dict[str, Any] = {"name": n.name, "gpus": n.gpus, "labels": dict(n.labels)}
-        if n.gpu_type is not None:
-            entry["gpu_type"] = n.gpu_type
-        if n.cpu_milli is not None:
-            entry["cpu"] = n.cpu_milli / 1000
-        if n.memory_mib is not None:
-            entry["memory_mib"] = n.memory_mib
-        nodes.append(entry)
+    nodes = [node_entry(n, labels=dict(n.labels)) for n in scenario.nodes]
     return Org(description=scenario.description.splitlines()[0] if scenario.description else "",
                pool=settings, teams=[team(t) for t in tree.top_level()], team_rule="field",
                buckets=(), classes={}, default_class=ClassRule("elastic", None),

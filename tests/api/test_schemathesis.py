@@ -194,6 +194,11 @@ def test_the_linked_chain_keeps_the_contract(live: str) -> None:
             media_type="application/json")
         assert call(reservation).status_code == 200
         body = {k: v for k, v in submit_case.body.items() if k not in SUBMIT_DROPPED}
+        if isinstance(body.get("command"), str):
+            # a string command is split as a shell would, and a generated string
+            # may not split (an unclosed quote: a 422 naming `command`, by design,
+            # tests/domain/test_error_messages.py); as a one-element list it always submits
+            body["command"] = [body["command"]]
         submit_case.body = {**body, **SUBMIT_FIXED, "team": slug}
         if "\\u0000" in json.dumps(submit_case.body):
             return  # a NUL character is refused with a 422 (test_contract), not submitted

@@ -276,3 +276,65 @@ def test_workload_logs_show_what_the_agent_shipped(site: Site) -> None:
     assert "epoch 1 loss 0.5 &lt;b&gt;not bold&lt;/b&gt;" in logs.text
     other = site.as_token("vision-dev", "member", ["vision"])
     assert other.get(f"/workloads/{wid}/logs").status_code == 403
+
+
+def _cell(html_text: str, key: str, wid: int | None = None) -> str:
+    """The text of the element marked ``data-k=key`` (in the queue row of
+    ``wid`` when given), tags stripped."""
+    import re
+
+    scope = html_text
+    if wid is not None:
+        row = re.search(rf'<tr data-id="{wid}">(.*?)</tr>', html_text, re.S)
+        assert row, f"no queue row for workload {wid}"
+        scope = row.group(1)
+    m = re.search(rf'data-k="{key}"[^>]*>(.*?)</(?:dd|p|td)>', scope, re.S)
+    assert m, f"no data-k={key!r} on the page"
+    return html.unescape(re.sub(r"<[^>]+>", "", m.group(1))).strip()
+
+
+def test_workload_pages_show_time_limit_hold_dependencies_array_and_estimate(
+        site: Site) -> None:
+    """Issue 16 on the dashboard: a running job's limit and when it is reached; a
+    waiting job's start estimate (what it waits for, on which basis), also as a
+    column of the queue; a held dependent; an array member and its siblings."""
+    demo = site.demo
+    filler = demo.submit("filler", team="nlp", gpus=8, time_limit=1800)
+    site.cycle()
+    waiter = demo.submit("waiter", team="nlp", gpus=8)
+    dependent = demo.submit("dependent", team="nlp", gpus=0.25, hold=True,
+                            after=[{"id": filler, "condition": "ok"}])
+    r = site.api.post("/v1/workloads", headers=bearer(ADMIN_TOKEN), json={
+        "name": "sweep", "team": "nlp", "gpus": 0.25, "array": "0-2%1"})
+    assert r.status_code == 201, r.text
+    array_id = r.json()["data"]["array_id"]
+    site.cycle()
+    client = site.as_admin()
+
+    limit = _cell(client.get(f"/workloads/{filler}").text, "time-limit")
+    assert limit.startswith("30m 00s, reached ") and "(in " in limit, limit
+
+    page = client.get(f"/workloads/{waiter}").text
+    eta = _cell(page, "eta")
+    assert eta.startswith("Estimated start: ") and "unknown" not in eta, eta
+    assert f"workload {filler} (filler)" in eta and "(time_limit)" in eta, eta
+    assert f'href="/workloads/{filler}"' in page
+    assert _cell(page, "time-limit") == "none"
+
+    queue = client.get("/pools/main/queue").text
+    assert _cell(queue, "eta", waiter).startswith("in "), _cell(queue, "eta", waiter)
+
+    page = client.get(f"/workloads/{dependent}").text
+    assert _cell(page, "held").startswith("yes")
+    assert _cell(page, "after") == f"workload {filler} (ok)"
+
+    members = site.api.get(f"/v1/workloads?array={array_id}", headers=bearer(ADMIN_TOKEN))
+    ids = [w["id"] for w in members.json()["data"]]
+    assert len(ids) == 3
+    page = client.get(f"/workloads/{ids[1]}").text
+    assert _cell(page, "array") == f"array {array_id}, index 1, at most 1 at once"
+    listed = client.get(f"/workloads?array={array_id}").text
+    assert all(f'href="/workloads/{i}"' in listed for i in ids)
+    assert f'href="/workloads/{filler}"' not in listed
+    bad = client.get("/workloads?array=x")
+    assert bad.status_code == 400 and "array: &#39;x&#39; is not a whole number" in bad.text

@@ -59,8 +59,9 @@ class ControlPlane:
             self.loop.start()
 
     def stop(self) -> None:
-        if self.settings.run_scheduler:
-            self.loop.stop()
+        # also without a scheduler thread: cycles run by hand (loop.tick) took the
+        # lease, and the next process must not wait lease_ttl to schedule
+        self.loop.stop()
         if self.listener is not None:
             self.listener.stop()
         self.db.dispose()

@@ -90,6 +90,15 @@ def ago(value: str | float | None) -> str:
     return "-" if at is None else span(time.time() - at)
 
 
+def until(value: str | float | None) -> str:
+    """How long until an instant: "in 2h 05m", or "now" when it has come."""
+    at = ts_of(value)
+    if at is None:
+        return "-"
+    left = at - time.time()
+    return "now" if left < 1 else f"in {span(left)}"
+
+
 def clock(value: str | float | None) -> str:
     at = ts_of(value)
     return "-" if at is None else datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -122,7 +131,7 @@ def with_query(request: Request, **changes: Any) -> str:
     return request.url.path + (f"?{query}" if query else "")
 
 
-env.filters.update(frac=frac, ago=ago, clock=clock, span=span, colour=team_colour,
+env.filters.update(frac=frac, ago=ago, until=until, clock=clock, span=span, colour=team_colour,
                    number=number, mib=mib, gpu_types=gpu_types)
 env.globals.update(version=__version__, with_query=with_query)
 

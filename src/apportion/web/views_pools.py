@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup, escape
 
+from apportion.service import eta as eta_svc
 from apportion.service import insights, pools
 from apportion.service.authz import require_reader
 from apportion.service.commands import Session as DbSession
@@ -126,7 +127,11 @@ def pool_page(request: Request, sess: SessionDep, name: str) -> Response:
 def queue_page(request: Request, sess: SessionDep, name: str, limit: str = "100") -> Response:
     def build(s: DbSession) -> dict[str, Any]:
         size = as_int(limit, "limit", 1, 10_000)
+        view = queue_view(s, sess.ctx, name, size)
+        # one forward run estimates all of the pool's waiting work (kept until
+        # the snapshot changes); shown for the rows the caller may read
+        etas = {e["workload_id"]: e for e in eta_svc.pool_etas(s, sess.ctx, name)["estimates"]}
         return {"nav": "queue", "pools": _pool_names(s, sess.ctx), "limit": size,
-                **queue_view(s, sess.ctx, name, size)}
+                "etas": etas, **view}
 
     return page(request, sess, "queue.html", build)

@@ -11,6 +11,7 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from apportion.service import cursors
+from apportion.service import eta as eta_svc
 from apportion.service import logs as logs_svc
 from apportion.service import workloads as svc
 from apportion.service.authz import require_cancel
@@ -83,8 +84,10 @@ def _filter(request: Request) -> tuple[WorkloadFilter, str | None]:
     if wclass not in (None, "reserved", "elastic"):
         raise PageError(400, "Invalid input",
                         f"class: {wclass!r} is not a class (allowed: reserved, elastic)")
+    array = q.get("array") or None
     f = WorkloadFilter(statuses=statuses, wclass=wclass, pool=q.get("pool") or None,
-                       submitted_by=q.get("submitter") or None, text=q.get("q") or None)
+                       submitted_by=q.get("submitter") or None, text=q.get("q") or None,
+                       array=None if array is None else as_int(array, "array"))
     return f, q.get("team") or None
 
 
@@ -119,7 +122,8 @@ def workloads(request: Request, sess: SessionDep, next_token: str | None = None,
         return {"nav": "workloads", "rows": _sorted(rows, sort), "total": res.total,
                 "next_token": cursors.encode_cursor(res.next_after), "statuses": STATUSES,
                 "chosen": f.statuses, "sort": sort, "is_first": not next_token,
-                "form": {k: q.get(k, "") for k in ("team", "pool", "class", "submitter", "q")}}
+                "form": {k: q.get(k, "") for k in ("team", "pool", "class", "submitter", "q",
+                                                             "array")}}
 
     return page(request, sess, "workloads.html", build)
 
@@ -135,6 +139,16 @@ def _timeline(s: DbSession, ctx: Ctx, wid: int) -> list[dict[str, Any]]:
         after = res.next_after
 
 
+def _limit_end(w: dict[str, Any]) -> float | None:
+    """When a placed run reaches its time limit (the control plane then ends it
+    after the pool's grace), or None."""
+    limit = w["spec"].get("time_limit")
+    started = ts_of(w["started_at"])
+    if not limit or started is None or w["status"] not in ("Starting", "Running"):
+        return None
+    return started + float(limit)
+
+
 @router.get("/workloads/{workload_id}")
 def workload(request: Request, sess: SessionDep, workload_id: str) -> Response:
     def build(s: DbSession) -> dict[str, Any]:
@@ -142,7 +156,10 @@ def workload(request: Request, sess: SessionDep, workload_id: str) -> Response:
         row = svc.get(s, sess.ctx, wid)
         w = workload_view(row)
         parents = load_parents(s, sess.ctx.org_id)
+        waiting = w["status"] in ("Pending", "Queued")
         return {"nav": "workloads", "w": w, "fig": row_figures(w, time.time()),
+                "limit_end": _limit_end(w),
+                "eta": eta_svc.workload_eta(s, sess.ctx, wid) if waiting else None,
                 "events": _timeline(s, sess.ctx, wid),
                 "why": svc.why(s, sess.ctx, wid),
                 "victims": svc.victims(s, sess.ctx, wid),

@@ -37,7 +37,7 @@ from tests.timing import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
-RESTARTS = 20 if os.environ.get("APPORTION_CHAOS_LONG") else 5
+RESTARTS = 20 if os.environ.get("APPORTION_CHAOS_LONG") else 4
 CLIENTS = 8
 
 

@@ -60,6 +60,8 @@ class Fragmentation:
         self._measure(mix)
         self.state_id: dict[State, int] = {}
         self.states: list[State] = []
+        #: per state: its F against the current mix, -1 until first needed
+        #: (a new mix marks every state so: only those read are measured)
         self.frag_of: list[int] = []
         #: per state: its count of fully free devices
         self.full_of: list[int] = []
@@ -82,7 +84,7 @@ class Fragmentation:
             return
         self.mix = mix
         self._measure(mix)
-        self.frag_of = [self.frag(state) for state in self.states]
+        self.frag_of = [-1] * len(self.states)
         self._options.clear()
         for scope_groups in self.groups.values():
             scope_groups.rankings.clear()
@@ -121,9 +123,16 @@ class Fragmentation:
         if sid is None:
             sid = self.state_id[state] = len(self.states)
             self.states.append(state)
-            self.frag_of.append(self.frag(state))
+            self.frag_of.append(-1)
             self.full_of.append(sum(1 for a in avails if a >= FULL))
         return sid
+
+    def frag_of_state(self, sid: int) -> int:
+        """F of state ``sid`` against the current mix (measured when first read)."""
+        out = self.frag_of[sid]
+        if out < 0:
+            out = self.frag_of[sid] = self.frag(self.states[sid])
+        return out
 
     def frag(self, state: State) -> int:
         """Weighted free milli the mix's shapes cannot use on a node in ``state``
@@ -262,7 +271,7 @@ class Fragmentation:
         cache = self._options.get(key)
         if cache is None:
             cache = self._options[key] = {}
-        states, frag_of, level, buckets = self.states, self.frag_of, ranking.level, ranking.buckets
+        states, level, buckets = self.states, ranking.level, ranking.buckets
         cpu, mem, whole, charge = req.cpu_milli, req.memory_mib, req.whole_devices, req.charge
         full_of = self.full_of
         # most entries are states the scope's nodes have left again: set
@@ -281,7 +290,7 @@ class Fragmentation:
                         or (not whole and charge and (not state[1] or state[1][0] < charge))):
                     option = None
                 else:
-                    option = self._score(state, frag_of[sid], req)
+                    option = self._score(state, self.frag_of_state(sid), req)
                 cache[sid] = option
                 self.states_scored += 1
             if option is None:  # never fits: never bucketed, never looked at again
@@ -300,7 +309,7 @@ class Fragmentation:
         best: tuple[int, int, int] | None = None
         best_option: Option | None = None
         for sid, ranks in groups.items():
-            option = self._score(self.states[sid], self.frag_of[sid], req)
+            option = self._score(self.states[sid], self.frag_of_state(sid), req)
             if option is None:
                 continue
             tie = self._gap_change(self.states[sid][0], option[3], req.charge) if share else 0

@@ -35,12 +35,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right, insort
+from functools import lru_cache
 from typing import cast
 
 from apportion.engine.placement.device_book import Constraints, DeviceBook, FilterKey
 from apportion.engine.placement.host_book import UNLIMITED
 from apportion.engine.placement.scope_index import FULL, ScopeIndex
-from apportion.engine.placement.shapes import PodShape, ShapeMix
+from apportion.engine.placement.shapes import PodShape, ShapeMix, shape_order
 from apportion.engine.placement.types import PlacementRequest
 
 #: A node state: (gpu type, free milli per device sorted high to low, free
@@ -58,6 +59,8 @@ class Fragmentation:
         self.book = book
         self.mix = mix
         self._measure(mix)
+        #: set_mix got another mix that is not measured yet (:meth:`_remeasure`)
+        self._stale = False
         self.state_id: dict[State, int] = {}
         self.states: list[State] = []
         #: per state: its F against the current mix, -1 until first needed
@@ -79,11 +82,22 @@ class Fragmentation:
         self.states_scored = 0
 
     def set_mix(self, mix: ShapeMix) -> None:
-        """Measure against ``mix`` from now on (node groups are kept)."""
+        """Measure against ``mix`` from now on (node groups are kept).
+
+        The measuring waits for the next pick (or F asked): a cycle changes
+        the mix at most instants, but most of them pick nothing (every
+        waiting workload is known not to fit before a pick is tried)."""
         if mix == self.mix:
             return
         self.mix = mix
-        self._measure(mix)
+        self._stale = True
+
+    def _remeasure(self) -> None:
+        """Measure against the mix set last, if it changed since the last measure."""
+        if not self._stale:
+            return
+        self._stale = False
+        self._measure(self.mix)
         self.frag_of = [-1] * len(self.states)
         self._options.clear()
         for scope_groups in self.groups.values():
@@ -138,6 +152,7 @@ class Fragmentation:
         """Weighted free milli the mix's shapes cannot use on a node in ``state``
         (cached per GPU type, free milli per device, and how many of the
         shapes' CPU and memory requests the free CPU and memory reach)."""
+        self._remeasure()
         gpu_type, avails, cpu, mem = state
         key = (gpu_type, avails, bisect_right(self._cpu_levels, cpu),
                bisect_right(self._mem_levels, mem))
@@ -215,6 +230,7 @@ class Fragmentation:
         node rank) over the scope's states, looked for in the best score
         bucket that has nodes (the same choice as scanning every state:
         :meth:`pick_by_scan`)."""
+        self._remeasure()
         self.sync()
         self.picks += 1
         scope_groups = self._groups(scope)
@@ -303,6 +319,7 @@ class Fragmentation:
         """(node rank, device free before or 0) that :meth:`pick` must choose,
         by scoring every state of the scope (the reference the tests check the
         buckets against; no counters, no caches)."""
+        self._remeasure()
         self.sync()
         groups = self._groups(scope).by_state
         share = req.whole_devices == 0 and req.charge > 0 and self.gap_rule
@@ -421,6 +438,8 @@ def typical(mix: ShapeMix, cover_pct: int = TYPICAL_COVER_PCT
     for s, c in mix.shapes:
         key = PodShape(s.charge, s.whole_devices, s.cpu_milli, 0, s.gpu_types)
         merged[key] = merged.get(key, 0) + c
+    if cover_pct == 100:  # every shape: no need to rank them by count
+        return tuple(sorted(((s, c) for s, c in merged.items() if c > 0), key=shape_order))
     total = sum(merged.values())
     out: list[tuple[PodShape, int]] = []
     covered = 0
@@ -429,17 +448,19 @@ def typical(mix: ShapeMix, cover_pct: int = TYPICAL_COVER_PCT
             break
         out.append((shape, count))
         covered += count
-    return tuple(sorted(out))
+    return tuple(sorted(out, key=shape_order))
 
 
-def score_thresholds(weight: int, levels: int = SCORE_LEVELS) -> list[int]:
+@lru_cache(maxsize=1024)
+def score_thresholds(weight: int, levels: int = SCORE_LEVELS) -> tuple[int, ...]:
     """Integer ΔF thresholds, ascending: a weighted fragmentation change d
     scores ``#{t >= d}``, which is ``int(levels * sigmoid(-d / (1000 * weight)))``
-    (FGD's score) computed once here, so that picks compare integers only."""
+    (FGD's score) computed once here, so that picks compare integers only
+    (kept per weight: a pool's mix weight comes back often)."""
     out = []
     for k in range(1, levels):
         out.append(math.floor(-1000 * weight * math.log(k / (levels - k))))
-    return sorted(out)
+    return tuple(sorted(out))
 
 
 def _shapes(mix: ShapeMix) -> list[tuple[int, int, int, int, int, frozenset[str] | None]]:

@@ -36,6 +36,7 @@ class Span:
     milli: int
     team: str
     reserved: bool
+    priority: int = 0
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float | None]:
@@ -73,7 +74,7 @@ def compute(
                 continue
             stop = end if a.ended_at is None else min(a.ended_at, end)
             spans.append(Span(max(a.started_at, start), stop, sum(p.milli for p in a.placement),
-                              team, w.spec.is_reserved))
+                              team, w.spec.is_reserved, w.spec.priority))
     edges = np.linspace(start, end, BINS + 1)
     points = np.linspace(start, end, SAMPLES, endpoint=False)
     used_total = _integral([(s.start, s.end, s.milli) for s in spans], edges)
@@ -87,10 +88,13 @@ def compute(
 
     delays, never, jct = _delays(states, end)
     pre = _preemptions(result, states, team_by_name, edges)
-    waiting = _waiting(states, team_by_name, points, end)
+    waits = _waiting_spans(states, team_by_name, end)
+    waiting = _waiting(waits, points)
     used_points = {team: _at([(s.start, s.end, s.milli) for s in spans if s.team == team], points)
                    for team in teams}
     fairness = _jain(tree, pool, used_points, waiting, capacity, points)
+    fairness.update(_jain_spec(tree, pool, spans, waits, capacity, points,
+                               fairness.pop("_saturated")))
     frag = _fragmentation(result, pool, points, end)
     reserved = _reserved_starts(states, team_by_name, tree, pool, end)
     cycles = [s * 1000 for s in cycle_seconds]
@@ -233,17 +237,43 @@ def _preemptions(result: SimResult, states: Sequence[WorkloadState],
     }
 
 
-def _waiting(states: Sequence[WorkloadState], team_by_name: Mapping[str, str],
-             points: np.ndarray, end: int) -> dict[str, np.ndarray]:
-    """Elastic milli waiting (submitted, not yet started) per leaf team at each point."""
-    spans: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+def _waits(w: WorkloadState, end: int) -> list[tuple[int, int]]:
+    """When ``w`` waited, as [from, to) spans before ``end``: from submission
+    to its first start, and from each preempted attempt's end to the next
+    attempt's start (a requeued victim waits again)."""
+    out: list[tuple[int, int]] = []
+    since: int | None = w.submitted_at
+    for a in all_attempts(w):
+        if a.started_at is None:
+            continue
+        if since is not None and a.started_at > since:
+            out.append((since, a.started_at))
+        since = None
+        if a.status is Status.PREEMPTED and a.ended_at is not None:
+            since = a.ended_at
+    if since is not None and since < end:
+        out.append((since, end))
+    return [(a, min(b, end)) for a, b in out if a < end]
+
+
+def _waiting_spans(states: Sequence[WorkloadState], team_by_name: Mapping[str, str],
+                   end: int) -> list[tuple[str, int, int, int, int]]:
+    """Elastic work waiting: (leaf team, priority, from, to, milli)."""
+    out = []
     for w in states:
         if w.spec.is_reserved:
             continue
-        first = _first_start(w)
-        stop = end if first is None else first
-        if stop > w.submitted_at:
-            spans[team_by_name.get(w.name, w.team)].append((w.submitted_at, stop, size_of(w)))
+        team = team_by_name.get(w.name, w.team)
+        out += [(team, w.spec.priority, a, b, size_of(w)) for a, b in _waits(w, end)]
+    return out
+
+
+def _waiting(waits: Sequence[tuple[str, int, int, int, int]], points: np.ndarray
+             ) -> dict[str, np.ndarray]:
+    """Elastic milli waiting per leaf team at each point."""
+    spans: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for team, _prio, a, b, milli in waits:
+        spans[team].append((a, b, milli))
     return {team: _at(s, points) for team, s in spans.items()}
 
 
@@ -304,6 +334,7 @@ def _jain(tree: OrgTree, pool: str, used: Mapping[str, np.ndarray],
         elif ratios:
             aware.append(1.0)
     return {
+        "_saturated": saturated,
         "saturated_fraction": float(saturated.mean()) if len(points) else 0.0,
         "samples": int(saturated.sum()),
         "samples_compared": len(plain),
@@ -316,6 +347,125 @@ def _index(x: Sequence[float]) -> float:
     """Jain's index (sum x)^2 / (n sum x^2); 1 when every x is 0."""
     sq = sum(v * v for v in x)
     return (sum(x) ** 2) / (len(x) * sq) if sq else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TopDemand:
+    """One top-level team's demand at one instant (milli-GPU), as SPEC 4
+    reads it: reserved work in use, and per elastic priority the work in
+    use plus the work waiting; its reservation, cap (None: unlimited) and
+    bursting priority."""
+
+    reservation: float
+    cap: float | None
+    weight: float
+    reserved: float
+    elastic: Mapping[int, float]  # priority -> in use + waiting
+
+    @property
+    def usage_cap(self) -> float:
+        return float("inf") if self.cap is None else self.cap
+
+
+def burst_entitlements(capacity: float, teams: Sequence[TopDemand]) -> list[float]:
+    """Each top-level team's SPEC 4 burst entitlement (step 4's grant), computed
+    here on its own, not by the engine's fairshare code, so the measure can
+    catch the engine being wrong.
+
+    Steps 1-2: reserved work in use is granted from the team's reservation;
+    what is left of it backs the team's elastic demand, highest priority
+    first, within its cap. Step 3: surplus = capacity - those grants.
+    Step 4: the rest is bursting demand, served level by level in descending
+    workload priority; at each level the surplus left is water-filled by
+    bursting priority, nobody above its want (its demand at that level,
+    within its cap's headroom)."""
+    headroom = [t.usage_cap for t in teams]
+    rest: list[dict[int, float]] = []
+    granted = 0.0
+    for i, t in enumerate(teams):
+        grant = min(t.reserved, t.reservation, headroom[i])
+        backing = t.reservation - grant
+        headroom[i] -= grant
+        left: dict[int, float] = {}
+        for prio in sorted(t.elastic, reverse=True):
+            take = min(t.elastic[prio], backing, headroom[i])
+            backing -= take
+            headroom[i] -= take
+            grant += take
+            left[prio] = t.elastic[prio] - take
+        rest.append(left)
+        granted += grant
+    surplus = max(0.0, capacity - granted)
+    burst = [0.0] * len(teams)
+    for prio in sorted({p for left in rest for p in left}, reverse=True):
+        wants = [max(0.0, min(headroom[i], rest[i].get(prio, 0.0))) for i in range(len(teams))]
+        share = water_fill(surplus, wants, [t.weight for t in teams])
+        for i, got in enumerate(share):
+            burst[i] += got
+            headroom[i] -= got
+        surplus -= sum(share)
+    return burst
+
+
+def jain_of_burst(used: Sequence[float], entitled: Sequence[float]) -> float | None:
+    """Jain's index of burst used / burst entitled over the teams entitled to
+    some burst; None when fewer than two are."""
+    x = [u / e for u, e in zip(used, entitled, strict=True) if e > 1e-9]
+    return _index(x) if len(x) >= 2 else None
+
+
+def _jain_spec(tree: OrgTree, pool: str, spans: Sequence[Span],
+               waits: Sequence[tuple[str, int, int, int, int]], capacity: int,
+               points: np.ndarray, saturated: np.ndarray) -> dict[str, Any]:
+    """``jain_spec``: at each saturated instant, each top-level team's burst
+    in use against its SPEC 4 burst entitlement from that instant's demand."""
+    tops = tree.top_level()
+    top_of = {leaf: tree.path(leaf)[-1] for leaf in tree.leaves()}
+    idx = np.nonzero(saturated)[0]
+    at = points[idx]
+    reserved_spans: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    elastic_spans: dict[tuple[str, int], list[tuple[int, int, int]]] = defaultdict(list)
+    for sp in spans:
+        top = top_of.get(sp.team)
+        if top is None:
+            continue
+        if sp.reserved:
+            reserved_spans[top].append((sp.start, sp.end, sp.milli))
+        else:
+            elastic_spans[(top, sp.priority)].append((sp.start, sp.end, sp.milli))
+    for team, prio, a, b, milli in waits:
+        if team in top_of:
+            elastic_spans[(top_of[team], prio)].append((a, b, milli))
+    used_spans: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for sp in spans:
+        if sp.team in top_of:
+            used_spans[top_of[sp.team]].append((sp.start, sp.end, sp.milli))
+    reserved = {t: _at(reserved_spans[t], at) for t in tops}
+    used = {t: _at(used_spans[t], at) for t in tops}
+    elastic = {key: _at(v, at) for key, v in elastic_spans.items()}
+    indices: list[float] = []
+    unentitled: list[float] = []
+    for k in range(len(at)):
+        demands = []
+        for t in tops:
+            levels = {prio: float(v[k]) for (top, prio), v in elastic.items()
+                      if top == t and v[k] > 0}
+            cap = tree.cap(t, pool)
+            demands.append(TopDemand(reservation=float(tree.reservation(t, pool)),
+                                     cap=None if cap is None else float(cap),
+                                     weight=float(tree.team(t).bursting_priority),
+                                     reserved=float(reserved[t][k]), elastic=levels))
+        entitled = burst_entitlements(float(capacity), demands)
+        burst = [max(0.0, float(used[t][k]) - tree.reservation(t, pool)) for t in tops]
+        unentitled.append(sum(b for b, e in zip(burst, entitled, strict=True) if e <= 1e-9))
+        value = jain_of_burst(burst, entitled)
+        if value is not None:
+            indices.append(value)
+    return {
+        "samples_compared_spec": len(indices),
+        "jain_spec": float(np.mean(indices)) if indices else None,
+        "burst_unentitled_gpus": float(np.mean(unentitled)) / 1000 if unentitled else None,
+    }
 
 
 def _fragmentation(result: SimResult, pool: str, points: np.ndarray, end: int

@@ -469,6 +469,10 @@ def _jain_spec(tree: OrgTree, pool: str, spans: Sequence[Span],
     return {
         "samples_compared_spec": len(indices),
         "jain_spec": float(np.mean(indices)) if indices else None,
+        "jain_spec_percentiles": {f"p{q}": float(np.percentile(indices, q)) if indices else None
+                                  for q in (10, 50, 90)},
+        "jain_spec_at_least_099": float(np.mean([v >= 0.99 for v in indices]))
+        if indices else None,
         "burst_unentitled_gpus": float(np.mean(unentitled)) / 1000 if unentitled else None,
     }
 

@@ -57,7 +57,7 @@ def test_burst_cap() -> None:
 
 def test_whole_node_pods_fragmented_and_too_few_free() -> None:
     # two 4-GPU nodes, one GPU busy on each: a 4-GPU pod fits no node though
-    # 6 GPUs are free (fragmented); an 8-GPU pod has too few free anywhere
+    # 6 GPUs are free (fragmented)
     # (the GPU types pin one busy GPU to each node)
     nodes = [{"name": "n1", "gpus": 4, "gpu_type": "t1"},
              {"name": "n2", "gpus": 4, "gpu_type": "t2"}]
@@ -67,9 +67,12 @@ def test_whole_node_pods_fragmented_and_too_few_free() -> None:
     four = measure("apportion", nodes, teams, [*busy, one_gpu("big", "a", "elastic", at=1,
                                                               gpus=4)])["idle"]
     assert four["by_reason_gpus"]["fragmented"] == pytest.approx(6.0, rel=0.01)
-    eight = measure("apportion", nodes, teams, [*busy, one_gpu("big", "a", "elastic", at=1,
-                                                               gpus=8)])["idle"]
-    assert eight["by_reason_gpus"]["too_few_free"] == pytest.approx(6.0, rel=0.01)
+    # three and two busy: a 4-GPU pod has too few free GPUs anywhere (3 < 4)
+    busier = [one_gpu("x1", "a", "reserved", gpus=3, gpu_type="t1"),
+              one_gpu("x2", "a", "reserved", gpus=2, gpu_type="t2")]
+    few = measure("apportion", nodes, teams, [*busier, one_gpu("big", "a", "elastic", at=1,
+                                                               gpus=4)])["idle"]
+    assert few["by_reason_gpus"]["too_few_free"] == pytest.approx(3.0, rel=0.01)
 
 
 def test_the_work_balance_adds_up_to_the_utilization() -> None:
@@ -87,3 +90,15 @@ def test_the_work_balance_adds_up_to_the_utilization() -> None:
         + wb["preempted_runs_gpu_h"] == pytest.approx(allocated)
     assert wb["preempted_runs_gpu_h"] > 0 and wb["deferred_by_restart_gpu_h"] > 0
     assert wb["useful_utilization"] == pytest.approx(wb["done_gpu_h"] * 3600 / (8 * 200))
+
+
+def test_work_that_could_never_run_is_not_a_reason() -> None:
+    # a pod asking 120 CPUs where the node has 96 waits for ever (SPEC 7
+    # NO_ELIGIBLE_POOL); it leaves nothing out of the free GPUs it could use
+    job = TraceJob("huge", 0, 1000, 8000, cpu_milli=120_000, team="a", wclass="elastic",
+                   priority=60)
+    m = measure("apportion", [{"name": "n1", "gpus": 8, "cpu": 96}],
+                [{"name": "a", "reservations": {"main": 8}}], [job])
+    assert m["never_started"]["elastic"] == 1
+    assert m["idle"]["by_reason_gpus"]["nothing_waits"] == pytest.approx(8.0)
+    assert m["fairness"]["saturated_fraction"] == 0.0

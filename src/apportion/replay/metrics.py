@@ -89,7 +89,8 @@ def compute(
 
     delays, never, jct = _delays(states, end)
     pre = _preemptions(result, states, team_by_name, edges)
-    waits = _waiting_spans(states, team_by_name, end)
+    pool_nodes = [n for n in result.nodes if n.pool == pool and n.state is NodeState.READY]
+    waits = _waiting_spans(states, team_by_name, end, pool_nodes)
     waiting = _waiting(waits, points)
     used_points = {team: _at([(s.start, s.end, s.milli) for s in spans if s.team == team], points)
                    for team in teams}
@@ -261,12 +262,21 @@ def _waits(w: WorkloadState, end: int) -> list[tuple[int, int]]:
     return [(a, min(b, end)) for a, b in out if a < end]
 
 
+def runnable(w: WorkloadState, nodes: Sequence[Node]) -> bool:
+    """Could ``w`` ever start on ``nodes`` (all of them empty)? Work that could
+    not (a pod asking 120 CPUs where the largest node has 96) is left out of
+    demand, as SPEC 4 leaves it out."""
+    empty = {n.name: [1000] * n.gpus for n in nodes}
+    unused = {n.name: [0, 0] for n in nodes}
+    return _pods_fitting(w, nodes, empty, unused, with_host=True) >= w.spec.min_pods
+
+
 def _waiting_spans(states: Sequence[WorkloadState], team_by_name: Mapping[str, str],
-                   end: int) -> list[tuple[str, int, int, int, int]]:
-    """Elastic work waiting: (leaf team, priority, from, to, milli)."""
+                   end: int, nodes: Sequence[Node]) -> list[tuple[str, int, int, int, int]]:
+    """Elastic work waiting that could ever run: (leaf team, priority, from, to, milli)."""
     out = []
     for w in states:
-        if w.spec.is_reserved:
+        if w.spec.is_reserved or not runnable(w, nodes):
             continue
         team = team_by_name.get(w.name, w.team)
         out += [(team, w.spec.priority, a, b, size_of(w)) for a, b in _waits(w, end)]
@@ -599,6 +609,8 @@ def _idle(result: SimResult, states: Sequence[WorkloadState], pool: str,
             stop = end if a.ended_at is None else a.ended_at
             events.append((a.started_at, 1, 0, (w, a.placement, 1)))
             events.append((stop, 0, 0, (w, a.placement, -1)))
+        if not runnable(w, nodes):
+            continue
         for a, b in _waits(w, end):
             events.append((a, 1, 1, (w, 1)))
             events.append((b, 0, 1, (w, -1)))

@@ -197,6 +197,24 @@ CASES = [
 
 
 @needs_traces
+def test_replay_identity_prints_one_digest_per_run_and_repeats_it() -> None:
+    args = [sys.executable, str(ROOT / "bench" / "replay_identity.py"), "--org", "flat8",
+            "--window", "116d", "--policy", "apportion", "--policy", "fifo"]
+    outs = []
+    for _ in range(2):
+        run = subprocess.run(args, capture_output=True, text=True, timeout=280, cwd=ROOT)
+        assert run.returncode == 0, run.stderr[-2000:]
+        outs.append(json.loads(run.stdout.strip().splitlines()[-1]))
+    runs = outs[0]["runs"]
+    assert [r["policy"] for r in runs] == ["apportion", "fifo"]
+    for r in runs:
+        assert len(r["sha256"]) == 64 and r["cycles"] > 0 and r["instants"] > 0
+        assert r["counters"]["started"] > 0 and r["cpu_s"] > 0
+    # the same code on the same input decides alike: the digests repeat
+    assert [r["sha256"] for r in outs[1]["runs"]] == [r["sha256"] for r in runs]
+
+
+@needs_traces
 def test_fragmentation_bench_replays_the_fgd_experiment(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "fragmentation.py"), "--quick",

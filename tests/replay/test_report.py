@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from apportion.replay import report
+from apportion.replay import metrics, report
 from apportion.replay.csvtrace import load_csv
 from apportion.replay.org import load_org
 from apportion.replay.runner import Replay, run
@@ -99,3 +99,44 @@ def test_summary_rows_and_goals_are_the_json_s_values(
     assert util["met"] == (results["policies"]["apportion"]["utilization"]["average"] >= best)
     assert goals["over-preemption ratio"]["met"] is False  # 1.5 > 1.10
     assert goals["reserved workloads preempted"]["met"] is True
+
+
+def test_idle_and_work_balance_tables_are_the_json_s_values(
+        written: tuple[dict[str, Any], Path]) -> None:
+    results, out = written
+    page = (out / "report.html").read_text()
+    names = list(results["policies"])
+    idle = {row[0]: row[1:] for row in report.idle_rows(results)}
+    balance = {row[0]: row[1:] for row in report.balance_rows(results)}
+    summary = {row[0]: row[1:] for row in report.summary_rows(results)}
+    for i, name in enumerate(names):
+        r = results["policies"][name]
+        by_reason = r["idle"]["by_reason_gpus"]
+        # the reasons split the idle GPUs: they add up to all of them
+        assert sum(by_reason.values()) == pytest.approx(r["idle"]["average_gpus"])
+        assert sum(r["idle"]["instants"].values()) <= metrics.SAMPLES
+        for title, key in report.IDLE_ROWS:
+            assert idle[title][i] == f"{by_reason[key]:,.2f}"
+        assert idle["all idle GPUs"][i] == f"{r['idle']['average_gpus']:,.2f}"
+        # idle + allocated = capacity, on average over the sampled instants
+        capacity = r["capacity_gpus"]
+        assert r["idle"]["average_gpus"] <= capacity
+        wb = r["work_balance"]
+        for title, key in report.BALANCE_ROWS:
+            assert balance[title][i] == report.fmt(wb[key], "num")
+        assert wb["offered_gpu_h"] - wb["deferred_by_wait_gpu_h"] \
+            - wb["deferred_by_restart_gpu_h"] == pytest.approx(wb["done_gpu_h"])
+        window = results["window"]["end"] - results["window"]["start"]
+        assert wb["allocated_gpu_h"] == pytest.approx(
+            r["utilization"]["average"] * capacity * window / 3600)
+        assert summary["useful util %"][i] == f"{100 * wb['useful_utilization']:.2f}"
+        jain = r["fairness"]["jain_spec"]
+        assert summary["Jain (SPEC 4)"][i] == ("-" if jain is None else f"{jain:.3f}")
+    for cells in [*idle.values(), *balance.values()]:
+        for cell in cells:
+            assert f"<td>{cell}</td>" in page
+    goal = next(g for g in results["goals"] if g["goal"].startswith("Jain"))
+    assert goal["value"] == results["policies"]["apportion"]["fairness"]["jain_spec"]
+    assert "jain_spec" in goal["why"] and goal["why"] in page.replace("&#x27;", "'")
+    md = report.markdown(results)
+    assert "| nothing waits |" in md and "| = allocated (the utilization's numerator) |" in md

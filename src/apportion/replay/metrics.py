@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from apportion.domain.cluster import Node, NodeState
 from apportion.domain.lifecycle import Status, WorkloadState, all_attempts
 from apportion.domain.org import OrgTree
 from apportion.sim.runner import SimResult
@@ -36,6 +37,7 @@ class Span:
     milli: int
     team: str
     reserved: bool
+    priority: int = 0
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float | None]:
@@ -73,7 +75,7 @@ def compute(
                 continue
             stop = end if a.ended_at is None else min(a.ended_at, end)
             spans.append(Span(max(a.started_at, start), stop, sum(p.milli for p in a.placement),
-                              team, w.spec.is_reserved))
+                              team, w.spec.is_reserved, w.spec.priority))
     edges = np.linspace(start, end, BINS + 1)
     points = np.linspace(start, end, SAMPLES, endpoint=False)
     used_total = _integral([(s.start, s.end, s.milli) for s in spans], edges)
@@ -87,11 +89,17 @@ def compute(
 
     delays, never, jct = _delays(states, end)
     pre = _preemptions(result, states, team_by_name, edges)
-    waiting = _waiting(states, team_by_name, points, end)
+    pool_nodes = [n for n in result.nodes if n.pool == pool and n.state is NodeState.READY]
+    waits = _waiting_spans(states, team_by_name, end, pool_nodes)
+    waiting = _waiting(waits, points)
     used_points = {team: _at([(s.start, s.end, s.milli) for s in spans if s.team == team], points)
                    for team in teams}
     fairness = _jain(tree, pool, used_points, waiting, capacity, points)
+    fairness.update(_jain_spec(tree, pool, spans, waits, capacity, points,
+                               fairness.pop("_saturated")))
     frag = _fragmentation(result, pool, points, end)
+    idle = _idle(result, states, pool, points, end)
+    balance = _work_balance(states, capacity, start, end)
     reserved = _reserved_starts(states, team_by_name, tree, pool, end)
     cycles = [s * 1000 for s in cycle_seconds]
 
@@ -125,6 +133,8 @@ def compute(
         "reserved_start": reserved,
         "fairness": fairness,
         "fragmentation": frag,
+        "idle": idle,
+        "work_balance": balance,
         "cycles": {"count": len(cycles), **{f"{k}_ms": v for k, v in percentiles(cycles).items()},
                    "max_ms": max(cycles) if cycles else None},
         "teams": per_team,
@@ -233,17 +243,52 @@ def _preemptions(result: SimResult, states: Sequence[WorkloadState],
     }
 
 
-def _waiting(states: Sequence[WorkloadState], team_by_name: Mapping[str, str],
-             points: np.ndarray, end: int) -> dict[str, np.ndarray]:
-    """Elastic milli waiting (submitted, not yet started) per leaf team at each point."""
-    spans: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    for w in states:
-        if w.spec.is_reserved:
+def _waits(w: WorkloadState, end: int) -> list[tuple[int, int]]:
+    """When ``w`` waited, as [from, to) spans before ``end``: from submission
+    to its first start, and from each preempted attempt's end to the next
+    attempt's start (a requeued victim waits again)."""
+    out: list[tuple[int, int]] = []
+    since: int | None = w.submitted_at
+    for a in all_attempts(w):
+        if a.started_at is None:
             continue
-        first = _first_start(w)
-        stop = end if first is None else first
-        if stop > w.submitted_at:
-            spans[team_by_name.get(w.name, w.team)].append((w.submitted_at, stop, size_of(w)))
+        if since is not None and a.started_at > since:
+            out.append((since, a.started_at))
+        since = None
+        if a.status is Status.PREEMPTED and a.ended_at is not None:
+            since = a.ended_at
+    if since is not None and since < end:
+        out.append((since, end))
+    return [(a, min(b, end)) for a, b in out if a < end]
+
+
+def runnable(w: WorkloadState, nodes: Sequence[Node]) -> bool:
+    """Could ``w`` ever start on ``nodes`` (all of them empty)? Work that could
+    not (a pod asking 120 CPUs where the largest node has 96) is left out of
+    demand, as SPEC 4 leaves it out."""
+    empty = {n.name: [1000] * n.gpus for n in nodes}
+    unused = {n.name: [0, 0] for n in nodes}
+    return _pods_fitting(w, nodes, empty, unused, with_host=True) >= w.spec.min_pods
+
+
+def _waiting_spans(states: Sequence[WorkloadState], team_by_name: Mapping[str, str],
+                   end: int, nodes: Sequence[Node]) -> list[tuple[str, int, int, int, int]]:
+    """Elastic work waiting that could ever run: (leaf team, priority, from, to, milli)."""
+    out = []
+    for w in states:
+        if w.spec.is_reserved or not runnable(w, nodes):
+            continue
+        team = team_by_name.get(w.name, w.team)
+        out += [(team, w.spec.priority, a, b, size_of(w)) for a, b in _waits(w, end)]
+    return out
+
+
+def _waiting(waits: Sequence[tuple[str, int, int, int, int]], points: np.ndarray
+             ) -> dict[str, np.ndarray]:
+    """Elastic milli waiting per leaf team at each point."""
+    spans: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for team, _prio, a, b, milli in waits:
+        spans[team].append((a, b, milli))
     return {team: _at(s, points) for team, s in spans.items()}
 
 
@@ -304,6 +349,7 @@ def _jain(tree: OrgTree, pool: str, used: Mapping[str, np.ndarray],
         elif ratios:
             aware.append(1.0)
     return {
+        "_saturated": saturated,
         "saturated_fraction": float(saturated.mean()) if len(points) else 0.0,
         "samples": int(saturated.sum()),
         "samples_compared": len(plain),
@@ -316,6 +362,129 @@ def _index(x: Sequence[float]) -> float:
     """Jain's index (sum x)^2 / (n sum x^2); 1 when every x is 0."""
     sq = sum(v * v for v in x)
     return (sum(x) ** 2) / (len(x) * sq) if sq else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TopDemand:
+    """One top-level team's demand at one instant (milli-GPU), as SPEC 4
+    reads it: reserved work in use, and per elastic priority the work in
+    use plus the work waiting; its reservation, cap (None: unlimited) and
+    bursting priority."""
+
+    reservation: float
+    cap: float | None
+    weight: float
+    reserved: float
+    elastic: Mapping[int, float]  # priority -> in use + waiting
+
+    @property
+    def usage_cap(self) -> float:
+        return float("inf") if self.cap is None else self.cap
+
+
+def burst_entitlements(capacity: float, teams: Sequence[TopDemand]) -> list[float]:
+    """Each top-level team's SPEC 4 burst entitlement (step 4's grant), computed
+    here on its own, not by the engine's fairshare code, so the measure can
+    catch the engine being wrong.
+
+    Steps 1-2: reserved work in use is granted from the team's reservation;
+    what is left of it backs the team's elastic demand, highest priority
+    first, within its cap. Step 3: surplus = capacity - those grants.
+    Step 4: the rest is bursting demand, served level by level in descending
+    workload priority; at each level the surplus left is water-filled by
+    bursting priority, nobody above its want (its demand at that level,
+    within its cap's headroom)."""
+    headroom = [t.usage_cap for t in teams]
+    rest: list[dict[int, float]] = []
+    granted = 0.0
+    for i, t in enumerate(teams):
+        grant = min(t.reserved, t.reservation, headroom[i])
+        backing = t.reservation - grant
+        headroom[i] -= grant
+        left: dict[int, float] = {}
+        for prio in sorted(t.elastic, reverse=True):
+            take = min(t.elastic[prio], backing, headroom[i])
+            backing -= take
+            headroom[i] -= take
+            grant += take
+            left[prio] = t.elastic[prio] - take
+        rest.append(left)
+        granted += grant
+    surplus = max(0.0, capacity - granted)
+    burst = [0.0] * len(teams)
+    for prio in sorted({p for left in rest for p in left}, reverse=True):
+        wants = [max(0.0, min(headroom[i], rest[i].get(prio, 0.0))) for i in range(len(teams))]
+        share = water_fill(surplus, wants, [t.weight for t in teams])
+        for i, got in enumerate(share):
+            burst[i] += got
+            headroom[i] -= got
+        surplus -= sum(share)
+    return burst
+
+
+def jain_of_burst(used: Sequence[float], entitled: Sequence[float]) -> float | None:
+    """Jain's index of burst used / burst entitled over the teams entitled to
+    some burst; None when fewer than two are."""
+    x = [u / e for u, e in zip(used, entitled, strict=True) if e > 1e-9]
+    return _index(x) if len(x) >= 2 else None
+
+
+def _jain_spec(tree: OrgTree, pool: str, spans: Sequence[Span],
+               waits: Sequence[tuple[str, int, int, int, int]], capacity: int,
+               points: np.ndarray, saturated: np.ndarray) -> dict[str, Any]:
+    """``jain_spec``: at each saturated instant, each top-level team's burst
+    in use against its SPEC 4 burst entitlement from that instant's demand."""
+    tops = tree.top_level()
+    top_of = {leaf: tree.path(leaf)[-1] for leaf in tree.leaves()}
+    idx = np.nonzero(saturated)[0]
+    at = points[idx]
+    reserved_spans: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    elastic_spans: dict[tuple[str, int], list[tuple[int, int, int]]] = defaultdict(list)
+    for sp in spans:
+        top = top_of.get(sp.team)
+        if top is None:
+            continue
+        if sp.reserved:
+            reserved_spans[top].append((sp.start, sp.end, sp.milli))
+        else:
+            elastic_spans[(top, sp.priority)].append((sp.start, sp.end, sp.milli))
+    for team, prio, a, b, milli in waits:
+        if team in top_of:
+            elastic_spans[(top_of[team], prio)].append((a, b, milli))
+    used_spans: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for sp in spans:
+        if sp.team in top_of:
+            used_spans[top_of[sp.team]].append((sp.start, sp.end, sp.milli))
+    reserved = {t: _at(reserved_spans[t], at) for t in tops}
+    used = {t: _at(used_spans[t], at) for t in tops}
+    elastic = {key: _at(v, at) for key, v in elastic_spans.items()}
+    indices: list[float] = []
+    unentitled: list[float] = []
+    for k in range(len(at)):
+        demands = []
+        for t in tops:
+            levels = {prio: float(v[k]) for (top, prio), v in elastic.items()
+                      if top == t and v[k] > 0}
+            cap = tree.cap(t, pool)
+            demands.append(TopDemand(reservation=float(tree.reservation(t, pool)),
+                                     cap=None if cap is None else float(cap),
+                                     weight=float(tree.team(t).bursting_priority),
+                                     reserved=float(reserved[t][k]), elastic=levels))
+        entitled = burst_entitlements(float(capacity), demands)
+        burst = [max(0.0, float(used[t][k]) - tree.reservation(t, pool)) for t in tops]
+        unentitled.append(sum(b for b, e in zip(burst, entitled, strict=True) if e <= 1e-9))
+        value = jain_of_burst(burst, entitled)
+        if value is not None:
+            indices.append(value)
+    return {
+        "samples_compared_spec": len(indices),
+        "jain_spec": float(np.mean(indices)) if indices else None,
+        "jain_spec_percentiles": {f"p{q}": float(np.percentile(indices, q)) if indices else None
+                                  for q in (10, 50, 90)},
+        "jain_spec_at_least_099": float(np.mean([v >= 0.99 for v in indices]))
+        if indices else None,
+        "burst_unentitled_gpus": float(np.mean(unentitled)) / 1000 if unentitled else None,
+    }
 
 
 def _fragmentation(result: SimResult, pool: str, points: np.ndarray, end: int
@@ -353,6 +522,206 @@ def _fragmentation(result: SimResult, pool: str, points: np.ndarray, end: int
     return {"average_gpus": float(out.mean() / 1000) if len(points) else 0.0,
             "max_gpus": float(out.max() / 1000) if len(points) else 0.0,
             "series_gpus": series}
+
+
+#: Why GPUs were idle at an instant, most telling first: the first of these
+#: that holds for some waiting workload names the instant (docs/replay.md,
+#: "Idle GPUs"). ``nothing_waits`` when no work waits.
+IDLE_REASONS = ("fits", "reserved_outside_buckets", "burst_cap", "gang", "host_resources",
+                "fragmented", "too_few_free", "nothing_waits")
+
+
+def _pods_fitting(w: WorkloadState, nodes: Sequence[Node], devices: Mapping[str, list[int]],
+                  host: Mapping[str, list[int]], with_host: bool) -> int:
+    """How many of ``w``'s pods fit the free devices (and, ``with_host``, the
+    free CPU and memory) of ``nodes`` now, each node filled on its own."""
+    spec = w.spec
+    count = 0
+    for n in nodes:
+        if spec.gpu_types and n.gpu_type not in spec.gpu_types:
+            continue
+        free = devices[n.name]
+        if spec.request.is_whole:
+            k = sum(1 for d in free if d >= 1000) // spec.request.value
+        else:
+            m = spec.request.charge(n.gpu_memory_mib)
+            k = sum(d // m for d in free)
+        if with_host:
+            cpu_used, mem_used = host[n.name]
+            if spec.cpu_milli and n.cpu_milli is not None:
+                k = min(k, max(0, n.cpu_milli - cpu_used) // spec.cpu_milli)
+            if spec.memory_mib and n.memory_mib is not None:
+                k = min(k, max(0, n.memory_mib - mem_used) // spec.memory_mib)
+        count += k
+    return count
+
+
+def _physical(w: WorkloadState, nodes: Sequence[Node], devices: Mapping[str, list[int]],
+              host: Mapping[str, list[int]]) -> str:
+    """Could ``w`` start on the free capacity now, rules aside? (SPEC 7's
+    HOST_RESOURCES, FRAGMENTED, GANG_WAITING, else too few GPUs free.)"""
+    fit = _pods_fitting(w, nodes, devices, host, with_host=True)
+    if fit >= w.spec.min_pods:
+        return "fits"
+    if fit >= 1:
+        return "gang"
+    if _pods_fitting(w, nodes, devices, host, with_host=False) >= 1:
+        return "host_resources"
+    typed = sum(sum(devices[n.name]) for n in nodes
+                if not w.spec.gpu_types or n.gpu_type in w.spec.gpu_types)
+    return "fragmented" if typed >= size_of(w) // max(1, w.spec.min_pods) else "too_few_free"
+
+
+def _rule(w: WorkloadState, tree: OrgTree, pool: str, reserved: Mapping[str, int],
+          usage: Mapping[str, int]) -> str:
+    """The SPEC rule (section 2, as the policy's org view has it) that keeps
+    ``w`` out of free capacity it fits, or ``fits`` when none does."""
+    leaf = w.spec.team
+    if leaf not in tree.teams:
+        return "fits"
+    if w.spec.is_reserved:
+        return "fits" if _fits_buckets(tree, pool, reserved, leaf, size_of(w)) \
+            else "reserved_outside_buckets"
+    for team in tree.path(leaf):
+        cap = tree.cap(team, pool)
+        if cap is None:
+            continue
+        mine = sum(usage.get(x, 0) for x in tree.leaves() if team in tree.path(x))
+        if mine + size_of(w) > cap:
+            return "burst_cap"
+    return "fits"
+
+
+def _idle(result: SimResult, states: Sequence[WorkloadState], pool: str,
+          points: np.ndarray, end: int) -> dict[str, Any]:
+    """GPUs idle while work waits, at each point, split by why the waiting
+    work did not use them (IDLE_REASONS; docs/replay.md, "Idle GPUs")."""
+    tree = result.scenario.tree
+    nodes = [n for n in result.nodes if n.pool == pool and n.state is NodeState.READY]
+    devices = {n.name: [1000] * n.gpus for n in nodes}
+    host = {n.name: [0, 0] for n in nodes}
+    # (time, order, kind, payload): ends (0) before starts (1) at one time
+    events: list[tuple[int, int, int, Any]] = []
+    for w in states:
+        for a in all_attempts(w):
+            if a.started_at is None or not a.placement or a.pool not in (pool, None):
+                continue
+            stop = end if a.ended_at is None else a.ended_at
+            events.append((a.started_at, 1, 0, (w, a.placement, 1)))
+            events.append((stop, 0, 0, (w, a.placement, -1)))
+        if not runnable(w, nodes):
+            continue
+        for a, b in _waits(w, end):
+            events.append((a, 1, 1, (w, 1)))
+            events.append((b, 0, 1, (w, -1)))
+    events.sort(key=lambda e: (e[0], e[1]))
+    waiting: dict[int, WorkloadState] = {}
+    reserved: dict[str, int] = defaultdict(int)
+    usage: dict[str, int] = defaultdict(int)
+    idle_by = dict.fromkeys(IDLE_REASONS, 0.0)
+    instants = dict.fromkeys(IDLE_REASONS, 0)
+    examples: list[dict[str, Any]] = []
+    k = 0
+    for t in points:
+        while k < len(events) and events[k][0] <= t:
+            _t, _o, kind, payload = events[k]
+            k += 1
+            if kind == 1:
+                w, sign = payload
+                if sign > 0:
+                    waiting[w.id] = w
+                else:
+                    waiting.pop(w.id, None)
+                continue
+            w, placement, sign = payload
+            for p in placement:
+                if p.node not in devices:
+                    continue
+                for d in p.devices:
+                    devices[p.node][d.index] -= sign * d.milli
+                host[p.node][0] += sign * w.spec.cpu_milli
+                host[p.node][1] += sign * w.spec.memory_mib
+            milli = sum(p.milli for p in placement)
+            usage[w.spec.team] += sign * milli
+            if w.spec.is_reserved:
+                reserved[w.spec.team] += sign * milli
+        idle = sum(sum(free) for free in devices.values())
+        if idle <= 0:
+            continue
+        if not waiting:
+            reason = "nothing_waits"
+        else:
+            seen: dict[tuple[Any, ...], str] = {}
+            found: set[str] = set()
+            for w in waiting.values():
+                shape = (w.spec.request, w.spec.min_pods, w.spec.gpu_types, w.spec.cpu_milli,
+                         w.spec.memory_mib)
+                if shape not in seen:
+                    seen[shape] = _physical(w, nodes, devices, host)
+                why = seen[shape]
+                if why == "fits":
+                    why = _rule(w, tree, pool, reserved, usage)
+                    if why == "fits" and len(examples) < 20:
+                        examples.append({"at": int(t), "workload": w.name, "team": w.spec.team,
+                                         "class": w.spec.wclass.value,
+                                         "priority": w.spec.priority,
+                                         "gpus": size_of(w) / 1000, "idle_gpus": idle / 1000})
+                found.add(why)
+            reason = next(r for r in IDLE_REASONS if r in found)
+        idle_by[reason] += idle
+        instants[reason] += 1
+    n = max(1, len(points))
+    return {"average_gpus": sum(idle_by.values()) / n / 1000,
+            "by_reason_gpus": {r: v / n / 1000 for r, v in idle_by.items()},
+            "instants": instants, "fits_examples": examples}
+
+
+def _work_balance(states: Sequence[WorkloadState], capacity: int, start: int, end: int
+                  ) -> dict[str, Any]:
+    """Where each policy's allocated GPU-hours come from (GPU-hours):
+    allocated = offered - deferred_by_wait - deferred_by_restart + preempted_runs.
+
+    offered: each workload's GPUs x its duration if started at submission,
+    cut at the window's end; deferred_by_wait: what its first start's delay
+    pushed past the end (all of it if it never started); deferred_by_restart:
+    what the restart after preemption pushed past the end; preempted_runs:
+    the GPU-time of preempted attempts (work done and thrown away)."""
+    offered = done = by_wait = by_restart = thrown = 0.0
+    for w in states:
+        if w.submitted_at >= end:
+            continue
+        runs = [a for a in all_attempts(w) if a.started_at is not None and a.placement]
+        milli = sum(p.milli for p in runs[-1].placement) if runs else size_of(w)
+        duration = w.spec.duration
+
+        def run(at: int, milli: int = milli, duration: int | None = duration) -> float:
+            stop = end if duration is None else min(at + duration, end)
+            return float(milli * max(0, stop - max(at, start)))
+
+        offered += run(w.submitted_at)
+        if not runs:
+            by_wait += run(w.submitted_at)
+            continue
+        first = runs[0].started_at
+        assert first is not None
+        by_wait += run(w.submitted_at) - run(first)
+        last = runs[-1]
+        final = 0.0 if last.status is Status.PREEMPTED or last.started_at is None \
+            else run(last.started_at)
+        by_restart += run(first) - final
+        done += final
+        for a in runs:
+            if a.status is Status.PREEMPTED and a.started_at is not None:
+                stop = end if a.ended_at is None else min(a.ended_at, end)
+                thrown += sum(p.milli for p in a.placement) * max(0, stop - max(a.started_at,
+                                                                                start))
+    hours = 1000 * 3600
+    span = capacity * max(1, end - start)
+    return {"offered_gpu_h": offered / hours, "deferred_by_wait_gpu_h": by_wait / hours,
+            "deferred_by_restart_gpu_h": by_restart / hours,
+            "preempted_runs_gpu_h": thrown / hours, "done_gpu_h": done / hours,
+            "allocated_gpu_h": (done + thrown) / hours,
+            "useful_utilization": done / span if capacity else 0.0}
 
 
 def _reserved_starts(states: Sequence[WorkloadState], team_by_name: Mapping[str, str],

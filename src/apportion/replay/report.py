@@ -36,20 +36,51 @@ SUMMARY: tuple[tuple[str, str, str], ...] = (
     ("over-preemption", "preemptions.over_preemption_ratio", "ratio"),
     ("reserved preempted", "preemptions.reserved_preempted", "int"),
     ("reserved at once %", "reserved_start.fraction", "pct"),
+    ("Jain (SPEC 4)", "fairness.jain_spec", "ratio"),
     ("Jain (weights)", "fairness.jain_weighted", "ratio"),
     ("Jain (demand-aware)", "fairness.jain_demand_aware", "ratio"),
     ("saturated %", "fairness.saturated_fraction", "pct"),
     ("stranded GPUs avg", "fragmentation.average_gpus", "num"),
+    ("idle GPUs avg", "idle.average_gpus", "num"),
+    ("idle, work waits GPUs", "idle.waiting_gpus", "num"),
+    ("useful util %", "work_balance.useful_utilization", "pct"),
     ("cycle p50 ms", "cycles.p50_ms", "num"),
     ("cycle p99 ms", "cycles.p99_ms", "num"),
     ("sim s", "wall_seconds.simulate", "num"),
 )
 
 
+#: (row title, key in ``idle.by_reason_gpus``) of the idle-GPU table
+IDLE_ROWS: tuple[tuple[str, str], ...] = (
+    ("waiting work fits, no rule forbids", "fits"),
+    ("reserved work outside its buckets (SPEC 2)", "reserved_outside_buckets"),
+    ("burst cap (SPEC 2)", "burst_cap"),
+    ("gang: fewer than min_pods fit", "gang"),
+    ("host CPU/memory", "host_resources"),
+    ("fragmented: enough free GPUs, not on one node/device", "fragmented"),
+    ("too few free GPUs for any waiting pod", "too_few_free"),
+    ("nothing waits", "nothing_waits"),
+)
+
+#: (row title, key in ``work_balance``) of the work-balance table, GPU-hours
+BALANCE_ROWS: tuple[tuple[str, str], ...] = (
+    ("offered (each job started at submission, cut at the end)", "offered_gpu_h"),
+    ("- pushed past the end by waiting", "deferred_by_wait_gpu_h"),
+    ("- pushed past the end by restarts after preemption", "deferred_by_restart_gpu_h"),
+    ("= done (kept work)", "done_gpu_h"),
+    ("+ preempted runs (thrown away)", "preempted_runs_gpu_h"),
+    ("= allocated (the utilization's numerator)", "allocated_gpu_h"),
+)
+
+
 def lookup(data: Mapping[str, Any], dotted: str) -> Any:
-    """``a.b.c`` in nested dicts; ``never_started.total`` sums the classes."""
+    """``a.b.c`` in nested dicts; ``never_started.total`` sums the classes;
+    ``idle.waiting_gpus`` the idle GPUs while some work waits."""
     if dotted == "never_started.total":
         return sum(data["never_started"].values())
+    if dotted == "idle.waiting_gpus":
+        idle = data["idle"]
+        return idle["average_gpus"] - idle["by_reason_gpus"]["nothing_waits"]
     value: Any = data
     for part in dotted.split("."):
         value = value.get(part) if isinstance(value, Mapping) else None
@@ -65,6 +96,8 @@ def fmt(value: Any, kind: str) -> str:
         return f"{value:.3f}"
     if kind == "int":
         return str(int(value))
+    if kind == "num2":
+        return f"{value:,.2f}"
     return f"{value:,.1f}" if abs(value) < 1e6 else f"{value:,.0f}"
 
 
@@ -73,6 +106,22 @@ def summary_rows(results: Mapping[str, Any]) -> list[list[str]]:
     policies = list(results["policies"].values())
     return [[title, *(fmt(lookup(r, key), kind) for r in policies)]
             for title, key, kind in SUMMARY]
+
+
+def idle_rows(results: Mapping[str, Any]) -> list[list[str]]:
+    """Average idle GPUs by why waiting work did not use them, per policy."""
+    policies = list(results["policies"].values())
+    rows = [[title, *(fmt(r["idle"]["by_reason_gpus"][key], "num2") for r in policies)]
+            for title, key in IDLE_ROWS]
+    rows.append(["all idle GPUs", *(fmt(r["idle"]["average_gpus"], "num2") for r in policies)])
+    return rows
+
+
+def balance_rows(results: Mapping[str, Any]) -> list[list[str]]:
+    """The work balance in GPU-hours, per policy."""
+    policies = list(results["policies"].values())
+    return [[title, *(fmt(r["work_balance"][key], "num") for r in policies)]
+            for title, key in BALANCE_ROWS]
 
 
 def write(results: Mapping[str, Any], out: str) -> dict[str, str]:
@@ -265,6 +314,12 @@ def to_html(results: Mapping[str, Any], pngs: Mapping[str, bytes]) -> str:
         f"<figure><img alt='{e(c)}' src='data:image/png;base64,"
         f"{base64.b64encode(pngs[c]).decode('ascii')}'></figure>" for c in CHARTS if c in pngs)
     notes = "".join(f"<li>{e(n)}</li>" for n in results["trace"]["notes"])
+    idle = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
+                   for row in idle_rows(results))
+    balance = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
+                      for row in balance_rows(results))
+    why = "".join(f"<p>{e(g['goal'])}: {e(g['why'])}</p>" for g in results["goals"]
+                  if g.get("why"))
     window = results["window"]
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>apportion replay</title>
@@ -284,8 +339,13 @@ days). Org <code>{e(results['org']['source'])}</code>: {e(results['org']['descri
 <ul>{notes}</ul>
 <h2>Goals (apportion)</h2>
 <table><tr><th>goal</th><th>value</th><th>target</th><th>met?</th></tr>{goals}</table>
+{why}
 <h2>Summary</h2>
 <table><tr>{head}</tr>{body}</table>
+<h2>Idle GPUs, average over the sampled instants, by why waiting work did not use them</h2>
+<table><tr>{head}</tr>{idle}</table>
+<h2>Work balance, GPU-hours</h2>
+<table><tr>{head}</tr>{balance}</table>
 <p>Definitions of every measure: docs/replay.md, "Measures".</p>
 <h2>Charts</h2>
 {charts}
@@ -315,6 +375,12 @@ def markdown(results: Mapping[str, Any]) -> str:
     lines = ["| measure | " + " | ".join(f"`{n}`" for n in names) + " |",
              "|---|" + "---:|" * len(names)]
     lines += ["| " + " | ".join(row) + " |" for row in summary_rows(results)]
+    lines += ["", "| idle GPUs, average | " + " | ".join(f"`{n}`" for n in names) + " |",
+              "|---|" + "---:|" * len(names)]
+    lines += ["| " + " | ".join(row) + " |" for row in idle_rows(results)]
+    lines += ["", "| work balance, GPU-h | " + " | ".join(f"`{n}`" for n in names) + " |",
+              "|---|" + "---:|" * len(names)]
+    lines += ["| " + " | ".join(row) + " |" for row in balance_rows(results)]
     lines += ["", "| goal (apportion) | value | target | met? |", "|---|---:|---|---|"]
     lines += [f"| {g['goal']} | {_short(g['value'])} | {g['target']} | {_word(g['met'])} |"
               for g in results["goals"]]

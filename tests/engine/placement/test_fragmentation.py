@@ -313,4 +313,5 @@ def test_bucketed_picks_equal_a_scan_of_every_state(
     assert checked[0] >= ok[0]  # every placed pod was picked (and checked)
     frag = cs._book.frag
     assert frag is not None  # F cached by CPU and memory class = F computed
-    assert frag.frag_of == [frag._frag(state) for state in frag.states]
+    assert [frag.frag_of_state(sid) for sid in range(len(frag.states))] == [
+        frag._frag(state) for state in frag.states]

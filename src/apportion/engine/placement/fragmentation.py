@@ -35,12 +35,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right, insort
+from functools import lru_cache
 from typing import cast
 
 from apportion.engine.placement.device_book import Constraints, DeviceBook, FilterKey
 from apportion.engine.placement.host_book import UNLIMITED
 from apportion.engine.placement.scope_index import FULL, ScopeIndex
-from apportion.engine.placement.shapes import PodShape, ShapeMix
+from apportion.engine.placement.shapes import PodShape, ShapeMix, shape_order
 from apportion.engine.placement.types import PlacementRequest
 
 #: A node state: (gpu type, free milli per device sorted high to low, free
@@ -58,8 +59,12 @@ class Fragmentation:
         self.book = book
         self.mix = mix
         self._measure(mix)
+        #: set_mix got another mix that is not measured yet (:meth:`_remeasure`)
+        self._stale = False
         self.state_id: dict[State, int] = {}
         self.states: list[State] = []
+        #: per state: its F against the current mix, -1 until first needed
+        #: (a new mix marks every state so: only those read are measured)
         self.frag_of: list[int] = []
         #: per state: its count of fully free devices
         self.full_of: list[int] = []
@@ -77,12 +82,23 @@ class Fragmentation:
         self.states_scored = 0
 
     def set_mix(self, mix: ShapeMix) -> None:
-        """Measure against ``mix`` from now on (node groups are kept)."""
+        """Measure against ``mix`` from now on (node groups are kept).
+
+        The measuring waits for the next pick (or F asked): a cycle changes
+        the mix at most instants, but most of them pick nothing (every
+        waiting workload is known not to fit before a pick is tried)."""
         if mix == self.mix:
             return
         self.mix = mix
-        self._measure(mix)
-        self.frag_of = [self.frag(state) for state in self.states]
+        self._stale = True
+
+    def _remeasure(self) -> None:
+        """Measure against the mix set last, if it changed since the last measure."""
+        if not self._stale:
+            return
+        self._stale = False
+        self._measure(self.mix)
+        self.frag_of = [-1] * len(self.states)
         self._options.clear()
         for scope_groups in self.groups.values():
             scope_groups.rankings.clear()
@@ -121,14 +137,22 @@ class Fragmentation:
         if sid is None:
             sid = self.state_id[state] = len(self.states)
             self.states.append(state)
-            self.frag_of.append(self.frag(state))
+            self.frag_of.append(-1)
             self.full_of.append(sum(1 for a in avails if a >= FULL))
         return sid
+
+    def frag_of_state(self, sid: int) -> int:
+        """F of state ``sid`` against the current mix (measured when first read)."""
+        out = self.frag_of[sid]
+        if out < 0:
+            out = self.frag_of[sid] = self.frag(self.states[sid])
+        return out
 
     def frag(self, state: State) -> int:
         """Weighted free milli the mix's shapes cannot use on a node in ``state``
         (cached per GPU type, free milli per device, and how many of the
         shapes' CPU and memory requests the free CPU and memory reach)."""
+        self._remeasure()
         gpu_type, avails, cpu, mem = state
         key = (gpu_type, avails, bisect_right(self._cpu_levels, cpu),
                bisect_right(self._mem_levels, mem))
@@ -206,6 +230,7 @@ class Fragmentation:
         node rank) over the scope's states, looked for in the best score
         bucket that has nodes (the same choice as scanning every state:
         :meth:`pick_by_scan`)."""
+        self._remeasure()
         self.sync()
         self.picks += 1
         scope_groups = self._groups(scope)
@@ -262,7 +287,7 @@ class Fragmentation:
         cache = self._options.get(key)
         if cache is None:
             cache = self._options[key] = {}
-        states, frag_of, level, buckets = self.states, self.frag_of, ranking.level, ranking.buckets
+        states, level, buckets = self.states, ranking.level, ranking.buckets
         cpu, mem, whole, charge = req.cpu_milli, req.memory_mib, req.whole_devices, req.charge
         full_of = self.full_of
         # most entries are states the scope's nodes have left again: set
@@ -281,7 +306,7 @@ class Fragmentation:
                         or (not whole and charge and (not state[1] or state[1][0] < charge))):
                     option = None
                 else:
-                    option = self._score(state, frag_of[sid], req)
+                    option = self._score(state, self.frag_of_state(sid), req)
                 cache[sid] = option
                 self.states_scored += 1
             if option is None:  # never fits: never bucketed, never looked at again
@@ -294,13 +319,14 @@ class Fragmentation:
         """(node rank, device free before or 0) that :meth:`pick` must choose,
         by scoring every state of the scope (the reference the tests check the
         buckets against; no counters, no caches)."""
+        self._remeasure()
         self.sync()
         groups = self._groups(scope).by_state
         share = req.whole_devices == 0 and req.charge > 0 and self.gap_rule
         best: tuple[int, int, int] | None = None
         best_option: Option | None = None
         for sid, ranks in groups.items():
-            option = self._score(self.states[sid], self.frag_of[sid], req)
+            option = self._score(self.states[sid], self.frag_of_state(sid), req)
             if option is None:
                 continue
             tie = self._gap_change(self.states[sid][0], option[3], req.charge) if share else 0
@@ -412,6 +438,8 @@ def typical(mix: ShapeMix, cover_pct: int = TYPICAL_COVER_PCT
     for s, c in mix.shapes:
         key = PodShape(s.charge, s.whole_devices, s.cpu_milli, 0, s.gpu_types)
         merged[key] = merged.get(key, 0) + c
+    if cover_pct == 100:  # every shape: no need to rank them by count
+        return tuple(sorted(((s, c) for s, c in merged.items() if c > 0), key=shape_order))
     total = sum(merged.values())
     out: list[tuple[PodShape, int]] = []
     covered = 0
@@ -420,17 +448,19 @@ def typical(mix: ShapeMix, cover_pct: int = TYPICAL_COVER_PCT
             break
         out.append((shape, count))
         covered += count
-    return tuple(sorted(out))
+    return tuple(sorted(out, key=shape_order))
 
 
-def score_thresholds(weight: int, levels: int = SCORE_LEVELS) -> list[int]:
+@lru_cache(maxsize=1024)
+def score_thresholds(weight: int, levels: int = SCORE_LEVELS) -> tuple[int, ...]:
     """Integer ΔF thresholds, ascending: a weighted fragmentation change d
     scores ``#{t >= d}``, which is ``int(levels * sigmoid(-d / (1000 * weight)))``
-    (FGD's score) computed once here, so that picks compare integers only."""
+    (FGD's score) computed once here, so that picks compare integers only
+    (kept per weight: a pool's mix weight comes back often)."""
     out = []
     for k in range(1, levels):
         out.append(math.floor(-1000 * weight * math.log(k / (levels - k))))
-    return sorted(out)
+    return tuple(sorted(out))
 
 
 def _shapes(mix: ShapeMix) -> list[tuple[int, int, int, int, int, frozenset[str] | None]]:

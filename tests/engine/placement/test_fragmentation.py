@@ -315,3 +315,23 @@ def test_bucketed_picks_equal_a_scan_of_every_state(
     assert frag is not None  # F cached by CPU and memory class = F computed
     assert [frag.frag_of_state(sid) for sid in range(len(frag.states))] == [
         frag._frag(state) for state in frag.states]
+
+
+def test_each_node_state_is_scored_once_per_shape_and_the_counter_says_so() -> None:
+    """The work counter the placement bench reports (``states_scored``): a pick
+    scores each distinct node state once for the request's shape; the same pick
+    again scores nothing new; a new shape scores the states again."""
+    mix = ShapeMix.of([(PodShape(1000, 1), 3), (PodShape(500, 0), 1)])
+    cs = ClusterState(pool(), [Node(n, "p", 8) for n in "abcd"], mix=mix)
+    frag = cs._book.frag
+    assert frag is not None
+    # two nodes share one state (empty), two have a state each: three states
+    cs.occupy((9, 0, 0), (PodPlacement("a", (DeviceShare(0, 1000),)),))
+    cs.occupy((8, 0, 0), (PodPlacement("b", (DeviceShare(0, 1000), DeviceShare(1, 1000))),))
+    before = frag.states_scored
+    assert cs.place(req(1000, whole=1)).pods
+    assert frag.states_scored - before == 3
+    assert cs.place(req(1000, whole=1)).pods
+    assert frag.states_scored - before == 3  # known states, same shape: nothing new
+    assert cs.place(req(500)).pods
+    assert frag.states_scored - before == 6

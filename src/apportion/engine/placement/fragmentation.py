@@ -142,10 +142,11 @@ class Fragmentation:
         return sid
 
     def frag_of_state(self, sid: int) -> int:
-        """F of state ``sid`` against the current mix (measured when first read)."""
+        """F of state ``sid`` against the current mix (measured when first read;
+        inside the picks, once the mix is measured)."""
         out = self.frag_of[sid]
         if out < 0:
-            out = self.frag_of[sid] = self.frag(self.states[sid])
+            out = self.frag_of[sid] = self._frag_measured(self.states[sid])
         return out
 
     def frag(self, state: State) -> int:
@@ -153,6 +154,12 @@ class Fragmentation:
         (cached per GPU type, free milli per device, and how many of the
         shapes' CPU and memory requests the free CPU and memory reach)."""
         self._remeasure()
+        return self._frag_measured(state)
+
+    def _frag_measured(self, state: State) -> int:
+        """:meth:`frag` once the mix is measured: inside :meth:`pick` and
+        :meth:`pick_by_scan`, which measure it first (the scoring's hot path
+        need not ask again for each state)."""
         gpu_type, avails, cpu, mem = state
         key = (gpu_type, avails, bisect_right(self._cpu_levels, cpu),
                bisect_right(self._mem_levels, mem))
@@ -371,7 +378,7 @@ class Fragmentation:
         cpu_after = cpu - req.cpu_milli if cpu < UNLIMITED else cpu
         mem_after = mem - req.memory_mib if mem < UNLIMITED else mem
         if req.whole_devices == 0 and req.charge == 0:  # host resources only
-            delta = self.frag((gpu_type, avails, cpu_after, mem_after)) - before
+            delta = self._frag_measured((gpu_type, avails, cpu_after, mem_after)) - before
             return (0, delta, min(cpu_after, UNLIMITED), 0)
         if req.whole_devices:
             full = sum(1 for a in avails if a >= FULL)
@@ -379,7 +386,7 @@ class Fragmentation:
                 return None
             after = tuple(sorted((*avails[req.whole_devices:], *([0] * req.whole_devices)),
                                  reverse=True))
-            delta = self.frag((gpu_type, after, cpu_after, mem_after)) - before
+            delta = self._frag_measured((gpu_type, after, cpu_after, mem_after)) - before
             return (0, delta, full - req.whole_devices, 0)
         charge = req.charge
         fitting = sorted({a for a in avails if a >= charge})
@@ -392,7 +399,7 @@ class Fragmentation:
             rest = list(avails)
             rest[rest.index(a)] = a - charge
             after = tuple(sorted(rest, reverse=True))
-            delta = self.frag((gpu_type, after, cpu_after, mem_after)) - before
+            delta = self._frag_measured((gpu_type, after, cpu_after, mem_after)) - before
             option = (0, delta, a - charge, a)
             if best is None or option < best:
                 best = option

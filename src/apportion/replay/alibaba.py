@@ -11,6 +11,17 @@ replay schedules GPUs) and pods never scheduled in the real cluster (empty
 as apportion's requests are (SPEC 1); the GPUs this over-reserves, weighted by
 run time, are counted. ``gpu_spec`` (allowed GPU types) becomes the job's
 type list; nodes keep their ``model`` as GPU type.
+
+The published variants differ in their columns, and all are read:
+``memory_mib`` absent (the simulator's ``nomem`` lists) means no memory
+request; ``gpu_spec`` or ``qos`` absent means any GPU type and the org's
+default class. The ``multigpu`` lists have no times at all: they are the
+FGD paper's experiment, pods arriving in row order into a cluster they never
+leave. Such a list is replayed as one deep queue: every pod is submitted at
+time 0, in row order (so its id, the SPEC's last tie-break, is its row
+order), and runs to the end of the replay, which lasts one second; the
+report then says how each policy filled the cluster from that queue and
+whose work it placed. A list with some time columns but not all is refused.
 """
 
 from __future__ import annotations
@@ -20,12 +31,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from apportion.domain.errors import ValidationError
-from apportion.replay.trace import Trace, TraceJob, TraceNode
+from apportion.replay.trace import UNTIL_END, Trace, TraceJob, TraceNode
 
 NODE_FILE = "openb_node_list_gpu_node.csv"
 POD_FILE = "openb_pod_list_default.csv"
-POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos",
-               "creation_time", "deletion_time", "scheduled_time")
+#: Every pod list has these; the others are optional (see the module's text).
+POD_COLUMNS = ("name", "cpu_milli", "num_gpu", "gpu_milli")
+TIME_COLUMNS = ("creation_time", "deletion_time", "scheduled_time")
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 QUARTER = 250
 
@@ -42,19 +54,26 @@ def load_alibaba(path: str) -> Trace:
     """Read the folder (or one of its pod lists) at ``path``."""
     p = Path(path)
     folder, pods = (p, p / POD_FILE) if p.is_dir() else (p.parent, p)
-    nodes = parse_nodes(_rows(folder / NODE_FILE, NODE_COLUMNS))
-    return parse_pods(_rows(pods, POD_COLUMNS), nodes, source=str(pods))
+    nodes = parse_nodes(_rows(folder / NODE_FILE, NODE_COLUMNS)[1])
+    header, rows = _rows(pods, POD_COLUMNS)
+    timed = [c for c in TIME_COLUMNS if c in header]
+    if timed and len(timed) < len(TIME_COLUMNS):
+        missing = ", ".join(c for c in TIME_COLUMNS if c not in header)
+        raise ValidationError(pods.name, f"missing column(s) {missing}",
+                              f"all of {', '.join(TIME_COLUMNS)}, or none (arrival order)")
+    return parse_pods(rows, nodes, source=str(pods), timed=bool(timed))
 
 
-def _rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
+def _rows(path: Path, columns: tuple[str, ...]) -> tuple[tuple[str, ...], list[dict[str, str]]]:
     try:
         with path.open(encoding="utf-8", newline="") as fh:
             reader = csv.DictReader(fh)
-            missing = [c for c in columns if c not in (reader.fieldnames or ())]
+            header = tuple(reader.fieldnames or ())
+            missing = [c for c in columns if c not in header]
             if missing:
                 raise ValidationError(path.name, f"missing column(s) {', '.join(missing)}",
                                       ", ".join(columns))
-            return list(reader)
+            return header, list(reader)
     except OSError as err:
         raise ValidationError(str(path), f"cannot read the file: {err.strerror or err}") from None
 
@@ -82,8 +101,11 @@ def parse_nodes(rows: Iterable[Mapping[str, str]]) -> tuple[TraceNode, ...]:
 
 
 def parse_pods(
-    rows: Iterable[Mapping[str, str]], nodes: tuple[TraceNode, ...], source: str = POD_FILE
+    rows: Iterable[Mapping[str, str]], nodes: tuple[TraceNode, ...], source: str = POD_FILE,
+    *, timed: bool = True,
 ) -> Trace:
+    """The pods of a list; ``timed`` False: a list without times (all
+    submitted at 0 in row order, running to the end)."""
     jobs: list[TraceJob] = []
     no_gpu = never = 0
     rounded = 0
@@ -96,36 +118,46 @@ def parse_pods(
         if num_gpu == 0:
             no_gpu += 1
             continue
-        if not (row.get("scheduled_time") or "").strip():
+        if not timed:
+            created, duration = 0, UNTIL_END
+        elif not (row.get("scheduled_time") or "").strip():
             never += 1
             continue
-        created = _int(row, "creation_time", where)
-        scheduled = _int(row, "scheduled_time", where)
-        deleted = _int(row, "deletion_time", where)
-        duration = max(1, deleted - max(created, scheduled))
+        else:
+            created = _int(row, "creation_time", where)
+            scheduled = _int(row, "scheduled_time", where)
+            deleted = _int(row, "deletion_time", where)
+            duration = max(1, deleted - max(created, scheduled))
         if num_gpu == 1:
             asked = _int(row, "gpu_milli", where, low=1)
             milli = min(1000, -(-asked // QUARTER) * QUARTER)
             if milli != asked:
                 rounded += 1
-                over_milli_seconds += (milli - asked) * duration
+                over_milli_seconds += (milli - asked) * (duration if timed else 1)
         else:
             milli = num_gpu * 1000
         types = tuple(t for t in (row.get("gpu_spec") or "").split("|") if t)
         jobs.append(TraceJob(
             name=row["name"], submit=created, duration=duration, gpu_milli=milli,
-            cpu_milli=_int(row, "cpu_milli", where), memory_mib=_int(row, "memory_mib", where),
-            gpu_types=types, qos=row["qos"] or None,
+            cpu_milli=_int(row, "cpu_milli", where),
+            memory_mib=_int(row, "memory_mib", where) if "memory_mib" in row else 0,
+            gpu_types=types, qos=row.get("qos") or None,
         ))
     jobs.sort(key=lambda j: j.submit)  # stable: row order within a time
-    span = max((j.submit + j.duration for j in jobs), default=0) - min(
-        (j.submit for j in jobs), default=0)
-    over_gpus = over_milli_seconds / 1000 / span if span else 0.0
+    if timed:
+        span = max((j.submit + j.duration for j in jobs), default=0) - min(
+            (j.submit for j in jobs), default=0)
+        over_gpus = over_milli_seconds / 1000 / span if span else 0.0
+        over = f"on average {over_gpus:.2f} GPUs over-reserved over the trace's span"
+        times = f"{never} pods never scheduled in the real cluster left out"
+    else:
+        over = f"{over_milli_seconds / 1000:.2f} GPUs over-reserved if all were placed"
+        times = ("no times in this pod list: every pod is submitted at 0 in row order and "
+                 "never ends (the FGD paper's experiment: the cluster filled from the list)")
     notes = (
         f"{no_gpu} pods without GPUs left out",
-        f"{never} pods never scheduled in the real cluster left out",
-        f"{rounded} fractional requests rounded up to a quarter GPU "
-        f"(on average {over_gpus:.2f} GPUs over-reserved over the trace's span)",
+        times,
+        f"{rounded} fractional requests rounded up to a quarter GPU ({over})",
     )
     counts = {"rows": total, "no_gpu": no_gpu,
               "never_scheduled": never, "rounded": rounded,

@@ -622,7 +622,18 @@ def _idle(result: SimResult, states: Sequence[WorkloadState], pool: str,
     instants = dict.fromkeys(IDLE_REASONS, 0)
     examples: list[dict[str, Any]] = []
     k = 0
+    # (idle, reason, the waiting work that fits) of the last point; reused
+    # while no event falls between points (a long quiet stretch, or a list
+    # without times, whose whole replay is one state)
+    last: tuple[int, str, list[WorkloadState]] | None = None
     for t in points:
+        if last is not None and not (k < len(events) and events[k][0] <= t):
+            idle, reason, fit_before = last
+            if idle > 0:
+                _examples(examples, t, fit_before, idle)
+                idle_by[reason] += idle
+                instants[reason] += 1
+            continue
         while k < len(events) and events[k][0] <= t:
             _t, _o, kind, payload = events[k]
             k += 1
@@ -646,11 +657,9 @@ def _idle(result: SimResult, states: Sequence[WorkloadState], pool: str,
             if w.spec.is_reserved:
                 reserved[w.spec.team] += sign * milli
         idle = sum(sum(free) for free in devices.values())
-        if idle <= 0:
-            continue
-        if not waiting:
-            reason = "nothing_waits"
-        else:
+        fitting: list[WorkloadState] = []
+        reason = "nothing_waits"
+        if idle > 0 and waiting:
             seen: dict[tuple[Any, ...], str] = {}
             found: set[str] = set()
             for w in waiting.values():
@@ -661,19 +670,29 @@ def _idle(result: SimResult, states: Sequence[WorkloadState], pool: str,
                 why = seen[shape]
                 if why == "fits":
                     why = _rule(w, tree, pool, reserved, usage)
-                    if why == "fits" and len(examples) < 20:
-                        examples.append({"at": int(t), "workload": w.name, "team": w.spec.team,
-                                         "class": w.spec.wclass.value,
-                                         "priority": w.spec.priority,
-                                         "gpus": size_of(w) / 1000, "idle_gpus": idle / 1000})
+                    if why == "fits":
+                        fitting.append(w)
                 found.add(why)
             reason = next(r for r in IDLE_REASONS if r in found)
+        last = (idle, reason, fitting)
+        if idle <= 0:
+            continue
+        _examples(examples, t, fitting, idle)
         idle_by[reason] += idle
         instants[reason] += 1
     n = max(1, len(points))
     return {"average_gpus": sum(idle_by.values()) / n / 1000,
             "by_reason_gpus": {r: v / n / 1000 for r, v in idle_by.items()},
             "instants": instants, "fits_examples": examples}
+
+
+def _examples(examples: list[dict[str, Any]], t: Any, fitting: Sequence[WorkloadState],
+              idle: int) -> None:
+    """Add (instant, workload) of waiting work that fit, up to 20 in all."""
+    for w in fitting[:max(0, 20 - len(examples))]:
+        examples.append({"at": int(t), "workload": w.name, "team": w.spec.team,
+                         "class": w.spec.wclass.value, "priority": w.spec.priority,
+                         "gpus": size_of(w) / 1000, "idle_gpus": idle / 1000})
 
 
 def _work_balance(states: Sequence[WorkloadState], capacity: int, start: int, end: int

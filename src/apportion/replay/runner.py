@@ -10,7 +10,7 @@ from typing import Any
 from apportion.replay import metrics
 from apportion.replay.org import Org
 from apportion.replay.policies import POLICIES, build
-from apportion.replay.trace import Trace
+from apportion.replay.trace import UNTIL_END, Trace
 from apportion.sim.runner import Hooks, simulate
 
 #: (policy, virtual time reached, end) after each instant; None when silent.
@@ -29,7 +29,7 @@ def run(replay: Replay, progress: Progress | None = None) -> dict[str, Any]:
     """Run every policy; returns the results (the results.json object)."""
     trace = replay.trace
     begin = min((j.submit for j in trace.jobs), default=0)
-    last = max((j.submit + j.duration for j in trace.jobs), default=begin)
+    last = window_end(trace, begin)
     end = min(last, begin + replay.window) if replay.window else last
     org = replay.org
     base_scenario, _ = build("apportion", org, trace, until=end)
@@ -63,6 +63,14 @@ def run(replay: Replay, progress: Progress | None = None) -> dict[str, Any]:
         "policies": results,
         "goals": goals(results),
     }
+
+
+def window_end(trace: Trace, begin: int) -> int:
+    """Where the whole trace ends: the last job's end, a job that runs to the
+    end of the replay not counted; at least one second after the last
+    submission, so that every arrival is scheduled and measured."""
+    ends = [j.submit + j.duration for j in trace.jobs if j.duration < UNTIL_END]
+    return max([*ends, trace.end + 1 if trace.jobs else begin])
 
 
 def _teams(tree: Any, pool: str) -> list[dict[str, Any]]:

@@ -13,10 +13,8 @@ from typing import Any
 from apportion.domain.cluster import DEFAULT_GPU_MEMORY_MIB
 from apportion.domain.errors import ValidationError
 from apportion.replay.org import ClassRule, Org, node_entry
-from apportion.replay.trace import Trace, TraceJob, TraceNode
+from apportion.replay.trace import UNTIL_END, Trace, TraceJob, TraceNode
 from apportion.sim.scenario import Scenario, load_scenario
-
-UNTIL_END = 10**9  # a duration longer than any replay
 
 
 def load_scenario_trace(path: str) -> tuple[Trace, Scenario]:

@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 
 from apportion.domain.errors import ValidationError
 
+#: The duration of a job that runs to the end of the replay (a scenario
+#: workload without ``duration``, a pod of a list without times).
+UNTIL_END = 10**9
+
 
 @dataclass(frozen=True, slots=True)
 class TraceNode:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 
 from apportion.cli.main import app
 from apportion.domain.errors import ValidationError
+from apportion.replay import report
 from apportion.replay.alibaba import load_alibaba
 from apportion.replay.org import load_org
 from apportion.replay.runner import Replay, run, window_end
@@ -99,3 +101,14 @@ def test_work_without_a_duration_does_not_stretch_the_window(tmp_path: Path) -> 
     trace, _ = load_scenario_trace(str(scenario))
     # the window ends with the last job that ends by itself, not 10**9 s later
     assert window_end(trace, 0) == 120
+
+
+def test_the_report_of_a_trace_without_reserved_work_draws_cleanly(tmp_path: Path) -> None:
+    org = tmp_path / "org.yaml"
+    org.write_text(ONE_TEAM)
+    trace = load_alibaba(str(VARIANTS / "openb_pod_list_multigpu50.csv"))
+    results = run(Replay(trace, load_org(str(org)), ("fifo",)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's empty-legend warning included
+        written = report.write(results, str(tmp_path / "out"))
+    assert (tmp_path / "out" / "report.html").is_file() and written

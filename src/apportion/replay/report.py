@@ -245,10 +245,12 @@ def _delays(results: Mapping[str, Any]) -> Figure:
     axes = fig.subplots(1, 2)
     for ax, klass in zip(axes, ("reserved", "elastic"), strict=True):
         top = 10.0
+        drawn = False
         for k, (name, r) in enumerate(results["policies"].items()):
             values = r["delays_s"][klass]
             if not values:
                 continue
+            drawn = True
             n = len(values)
             xs = [1.0] + [max(v, 1.0) for v in values]
             top = max(top, xs[-1] * 1.5)
@@ -261,7 +263,11 @@ def _delays(results: Mapping[str, Any]) -> Figure:
         ax.set_ylim(0, 101)
         ax.set_title(f"{klass} work", fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=9, loc="lower right")
+        if drawn:
+            ax.legend(fontsize=9, loc="lower right")
+        else:
+            ax.text(0.5, 0.5, f"no {klass} work in this trace", transform=ax.transAxes,
+                    ha="center", va="center", fontsize=11, color="0.4")
     fig.suptitle(_title(results, "Queueing delay CDF by class (work never started counts "
                                  "with its wait up to the end)"), fontsize=12)
     return fig

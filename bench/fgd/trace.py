@@ -91,8 +91,9 @@ def load_pods(path: Path) -> list[PodRow]:
             if milli <= 0:
                 num = milli = 0
             spec = "|".join(t for t in (r.get("gpu_spec") or "").split("|") if t) if num else ""
-            out.append(PodRow(r["name"], int(r["cpu_milli"]), int(r["memory_mib"]), num, milli,
-                              spec))
+            # the simulator's ``nomem`` lists have no memory column: no memory asked
+            out.append(PodRow(r["name"], int(r["cpu_milli"]), int(r.get("memory_mib") or 0),
+                              num, milli, spec))
     out.sort(key=lambda p: p.name)
     return out
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from fgd.baselines import (
     Policy,
     make_policy,
 )
-from fgd.trace import NodeRow, PodRow, Typical, arrival_sequence, typical_pods
+from fgd.trace import NodeRow, PodRow, Typical, arrival_sequence, load_pods, typical_pods
 
 SHARE = Typical(cpu_milli=4000, gpu_milli=500, num_gpu=1, gpu_spec="", count=1)
 PAIR = Typical(cpu_milli=8000, gpu_milli=1000, num_gpu=2, gpu_spec="", count=1)
@@ -224,3 +225,13 @@ def test_typical_pods_cover_95_percent_most_frequent_first() -> None:
             + [PodRow(f"d{i}", 4000, 1, 1, 1000, "") for i in range(4)])
     got = typical_pods(pods)
     assert [(t.cpu_milli, t.count) for t in got] == [(1000, 60), (2000, 30), (3000, 6)]
+
+
+def test_a_pod_list_without_memory_asks_for_none(tmp_path: Path) -> None:
+    # the simulator's openb_pod_list_nomem*.csv drop the memory column
+    path = tmp_path / "openb_pod_list_nomem.csv"
+    path.write_text("name,cpu_milli,num_gpu,gpu_milli,gpu_spec,qos\n"
+                    "openb-pod-0001,6000,1,460,G2,BE\nopenb-pod-0000,12000,2,1000,,LS\n")
+    pods = load_pods(path)
+    assert [(p.name, p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli) for p in pods] == [
+        ("openb-pod-0000", 12000, 0, 2, 1000), ("openb-pod-0001", 6000, 0, 1, 460)]

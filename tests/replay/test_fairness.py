@@ -3,12 +3,21 @@ burst entitlement of each top-level team, computed by metrics.py itself."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from apportion.replay import metrics
-from apportion.replay.metrics import TopDemand, burst_entitlements, jain_of_burst
-from apportion.replay.org import parse_org
+from apportion.replay.csvtrace import load_csv
+from apportion.replay.metrics import (
+    TopDemand,
+    burst_entitlements,
+    jain_of_burst,
+    whole_workload_shares,
+)
+from apportion.replay.org import load_org, parse_org
 from apportion.replay.policies import POLICIES, build
+from apportion.replay.runner import Replay, run
 from apportion.replay.trace import Trace, TraceJob
 from apportion.sim.runner import simulate
 
@@ -71,3 +80,40 @@ def test_the_index_drops_when_the_outcome_is_unfair() -> None:
     # fifo: a has 0 burst of its 2, b 4 of its 2: x = 0, 2 -> 0.5
     assert unfair["jain_spec"] == pytest.approx(0.5)
     assert unfair["samples_compared_spec"] > 0 and fair["samples_compared_spec"] > 0
+
+
+def test_a_team_less_than_one_workload_from_its_share_counts_at_it() -> None:
+    # c and d are entitled to 1.5 GPUs each and run 1-GPU jobs: 1 and 2 is as
+    # close as whole jobs get. The fluid index calls it 0.9; whole workloads 1.0.
+    used, entitled = [1 * G, 2 * G], [1.5 * G, 1.5 * G]
+    assert jain_of_burst(used, entitled) == pytest.approx(0.9)
+    near = whole_workload_shares(used, entitled, step_up=[1 * G, 1 * G],
+                                 step_down=[1 * G, 1 * G])
+    assert near == [1.5 * G, 1.5 * G] and jain_of_burst(near, entitled) == pytest.approx(1.0)
+    # a whole workload or more away is not excused: 0 of 2 with 1-GPU jobs
+    # waiting, and 4 of 2 with 1-GPU jobs running, keep what they use
+    assert whole_workload_shares([0.0, 4 * G], [2 * G, 2 * G], step_up=[1 * G, 0.0],
+                                 step_down=[0.0, 1 * G]) == [0.0, 4 * G]
+    # below with nothing waiting, or above with no elastic work running: no excuse
+    assert whole_workload_shares([1 * G, 3 * G], [1.5 * G, 2.5 * G], step_up=[0.0, 0.0],
+                                 step_down=[0.0, 0.0]) == [1 * G, 3 * G]
+    # an 8-GPU job waiting with 2 GPUs of share missing: it cannot hold 2
+    assert whole_workload_shares([0.0], [2 * G], step_up=[8 * G], step_down=[0.0]) == [2 * G]
+
+
+def test_on_one_gpu_jobs_apportion_holds_every_team_within_a_job_of_its_share() -> None:
+    # examples/replay/unit_pods.csv on four_teams.yaml (docs/replay.md,
+    # "Fairness without lumps"), its first 12 hours: saturated most of the time
+    examples = Path(__file__).resolve().parents[2] / "examples" / "replay"
+    trace = load_csv(str(examples / "unit_pods.csv"))
+    org = load_org(str(examples / "four_teams.yaml"))
+    results = run(Replay(trace, org, ("apportion", "fifo", "reclaim-to-quota"), 12 * 3600))
+    fair = {p: r["fairness"] for p, r in results["policies"].items()}
+    assert fair["apportion"]["saturated_fraction"] > 0.5
+    assert fair["apportion"]["jain_spec_workloads"] == pytest.approx(1.0)
+    assert fair["apportion"]["jain_spec_workloads_at_least_099"] == pytest.approx(1.0)
+    # first come, first served and reclaim-only-to-quota are not weighted shares
+    assert fair["fifo"]["jain_spec_workloads"] < 0.8
+    assert fair["reclaim-to-quota"]["jain_spec_workloads"] < 0.9
+    goal = next(g for g in results["goals"] if g["goal"].startswith("Jain"))
+    assert goal["met"] is True

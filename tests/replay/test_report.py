@@ -130,13 +130,15 @@ def test_idle_and_work_balance_tables_are_the_json_s_values(
         assert wb["allocated_gpu_h"] == pytest.approx(
             r["utilization"]["average"] * capacity * window / 3600)
         assert summary["useful util %"][i] == f"{100 * wb['useful_utilization']:.2f}"
-        jain = r["fairness"]["jain_spec"]
-        assert summary["Jain (SPEC 4)"][i] == ("-" if jain is None else f"{jain:.3f}")
+        for title, key in (("Jain (SPEC 4, fluid)", "jain_spec"),
+                           ("Jain (SPEC 4, whole workloads)", "jain_spec_workloads")):
+            jain = r["fairness"][key]
+            assert summary[title][i] == ("-" if jain is None else f"{jain:.3f}")
     for cells in [*idle.values(), *balance.values()]:
         for cell in cells:
             assert f"<td>{cell}</td>" in page
     goal = next(g for g in results["goals"] if g["goal"].startswith("Jain"))
-    assert goal["value"] == results["policies"]["apportion"]["fairness"]["jain_spec"]
-    assert "jain_spec" in goal["why"] and goal["why"] in page.replace("&#x27;", "'")
+    assert goal["value"] == results["policies"]["apportion"]["fairness"]["jain_spec_workloads"]
+    assert "jain_spec_workloads" in goal["why"] and goal["why"] in page.replace("&#x27;", "'")
     md = report.markdown(results)
     assert "| nothing waits |" in md and "| = allocated (the utilization's numerator) |" in md

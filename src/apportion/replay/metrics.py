@@ -429,6 +429,33 @@ def jain_of_burst(used: Sequence[float], entitled: Sequence[float]) -> float | N
     return _index(x) if len(x) >= 2 else None
 
 
+def _min_at(spans: Sequence[tuple[int, int, int]], points: np.ndarray) -> np.ndarray:
+    """The smallest milli among ``spans`` holding at each point (start <= t
+    < end); 0 where none holds."""
+    out = np.full(len(points), np.inf)
+    for a, b, milli in spans:
+        i0, i1 = np.searchsorted(points, (a, b), side="left")
+        if i1 > i0:
+            np.minimum(out[i0:i1], milli, out=out[i0:i1])
+    out[np.isinf(out)] = 0.0
+    return out
+
+
+def whole_workload_shares(used: Sequence[float], entitled: Sequence[float],
+                          step_up: Sequence[float], step_down: Sequence[float]
+                          ) -> list[float]:
+    """Each team's burst as ``jain_spec_workloads`` reads it: its entitlement
+    when it is less than one of its workloads away from it (below: less than
+    its smallest waiting elastic workload, ``step_up``; above: less than its
+    smallest running elastic workload, ``step_down``), since no whole
+    workload started or taken could bring it closer; else what it uses."""
+    out = []
+    for u, e, up, down in zip(used, entitled, step_up, step_down, strict=True):
+        close = (e - u < up) if u < e else (u - e < down) if u > e else True
+        out.append(e if close else u)
+    return out
+
+
 def _jain_spec(tree: OrgTree, pool: str, spans: Sequence[Span],
                waits: Sequence[tuple[str, int, int, int, int]], capacity: int,
                points: np.ndarray, saturated: np.ndarray) -> dict[str, Any]:
@@ -458,7 +485,19 @@ def _jain_spec(tree: OrgTree, pool: str, spans: Sequence[Span],
     reserved = {t: _at(reserved_spans[t], at) for t in tops}
     used = {t: _at(used_spans[t], at) for t in tops}
     elastic = {key: _at(v, at) for key, v in elastic_spans.items()}
+    # the smallest elastic workload each team runs, and waits with, per instant
+    running: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    queued: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for sp in spans:
+        if sp.team in top_of and not sp.reserved:
+            running[top_of[sp.team]].append((sp.start, sp.end, sp.milli))
+    for team, _prio, a, b, milli in waits:
+        if team in top_of:
+            queued[top_of[team]].append((a, b, milli))
+    step_down = {t: _min_at(running[t], at) for t in tops}
+    step_up = {t: _min_at(queued[t], at) for t in tops}
     indices: list[float] = []
+    whole: list[float] = []
     unentitled: list[float] = []
     for k in range(len(at)):
         demands = []
@@ -476,9 +515,15 @@ def _jain_spec(tree: OrgTree, pool: str, spans: Sequence[Span],
         value = jain_of_burst(burst, entitled)
         if value is not None:
             indices.append(value)
+            near = whole_workload_shares(burst, entitled, [float(step_up[t][k]) for t in tops],
+                                         [float(step_down[t][k]) for t in tops])
+            whole.append(jain_of_burst(near, entitled) or 1.0)
     return {
         "samples_compared_spec": len(indices),
         "jain_spec": float(np.mean(indices)) if indices else None,
+        "jain_spec_workloads": float(np.mean(whole)) if whole else None,
+        "jain_spec_workloads_at_least_099": float(np.mean([v >= 0.99 for v in whole]))
+        if whole else None,
         "jain_spec_percentiles": {f"p{q}": float(np.percentile(indices, q)) if indices else None
                                   for q in (10, 50, 90)},
         "jain_spec_at_least_099": float(np.mean([v >= 0.99 for v in indices]))

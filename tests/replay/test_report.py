@@ -97,6 +97,12 @@ def test_summary_rows_and_goals_are_the_json_s_values(
     util = goals["utilization >= the best baseline's"]
     best = max(results["policies"][n]["utilization"]["average"] for n in names[1:])
     assert util["met"] == (results["policies"]["apportion"]["utilization"]["average"] >= best)
+    kept = {n: results["policies"][n]["work_balance"]["useful_utilization"] for n in names}
+    useful = goals["useful utilization (work kept) >= the best baseline's"]
+    best_kept = max(names[1:], key=lambda n: kept[n])
+    assert useful["value"] == round(kept["apportion"], 6)
+    assert useful["target"] == f">= {kept[best_kept]:.6f} ({best_kept})"
+    assert useful["met"] == (kept["apportion"] >= kept[best_kept])
     assert goals["over-preemption ratio"]["met"] is False  # 1.5 > 1.10
     assert goals["reserved workloads preempted"]["met"] is True
 
@@ -142,3 +148,15 @@ def test_idle_and_work_balance_tables_are_the_json_s_values(
     assert "jain_spec_workloads" in goal["why"] and goal["why"] in page.replace("&#x27;", "'")
     md = report.markdown(results)
     assert "| nothing waits |" in md and "| = allocated (the utilization's numerator) |" in md
+
+
+def test_reserved_work_no_node_could_hold_is_not_counted_as_having_room(tmp_path: Path) -> None:
+    # n1 has 64 CPUs: a reserved job asking 100 could never start (SPEC 7's
+    # NO_ELIGIBLE_POOL), so its reservation's room is not a promise it missed
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,submit,duration,team,class,gpus,cpu\n"
+                     "huge,0,100,alpha,reserved,1,100\nsmall,0,100,alpha,reserved,1,4\n")
+    results = run(Replay(load_csv(str(trace)), load_org(str(FIXTURES / "org.yaml")),
+                         ("apportion",)))
+    start = results["policies"]["apportion"]["reserved_start"]
+    assert (start["with_room"], start["started_at_once"], start["fraction"]) == (1, 1, 1.0)

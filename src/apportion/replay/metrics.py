@@ -100,7 +100,7 @@ def compute(
     frag = _fragmentation(result, pool, points, end)
     idle = _idle(result, states, pool, points, end)
     balance = _work_balance(states, capacity, start, end)
-    reserved = _reserved_starts(states, team_by_name, tree, pool, end)
+    reserved = _reserved_starts(states, team_by_name, tree, pool, end, pool_nodes)
     cycles = [s * 1000 for s in cycle_seconds]
 
     per_team = {}
@@ -789,11 +789,15 @@ def _work_balance(states: Sequence[WorkloadState], capacity: int, start: int, en
 
 
 def _reserved_starts(states: Sequence[WorkloadState], team_by_name: Mapping[str, str],
-                     tree: OrgTree, pool: str, end: int) -> dict[str, Any]:
+                     tree: OrgTree, pool: str, end: int, nodes: Sequence[Node]
+                     ) -> dict[str, Any]:
     """Reserved work whose reservation had room when submitted (SPEC 2's
     buckets, in the org as written, with the reserved work running just
-    before): how much of it started at that same instant."""
+    before): how much of it started at that same instant. Work no node
+    could ever hold (``runnable``) is not counted: no reservation makes room
+    for it (SPEC 7's NO_ELIGIBLE_POOL)."""
     reserved = [w for w in states if w.spec.is_reserved and w.submitted_at < end]
+    never = {w.id for w in reserved if not runnable(w, nodes)}
     events: list[tuple[int, int, str, int]] = []  # (time, order, leaf, delta)
     for w in reserved:
         leaf = team_by_name.get(w.name, w.team)
@@ -814,7 +818,8 @@ def _reserved_starts(states: Sequence[WorkloadState], team_by_name: Mapping[str,
             usage[events[k][2]] += events[k][3]
             k += 1
         leaf = team_by_name.get(w.name, w.team)
-        if leaf not in tree.teams or not _fits_buckets(tree, pool, usage, leaf, size_of(w)):
+        if w.id in never or leaf not in tree.teams or not _fits_buckets(
+                tree, pool, usage, leaf, size_of(w)):
             continue
         with_room += 1
         first = _first_start(w)

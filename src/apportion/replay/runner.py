@@ -91,6 +91,11 @@ JAIN_WHY = ("measured as fairness.jain_spec_workloads: each top-level team's bur
             "are kept for comparison")
 
 
+USEFUL_WHY = ("utilization counts the GPU-time of preempted runs, whose work is thrown "
+              "away and done again; useful utilization counts only the work kept "
+              "(work_balance.useful_utilization), the issue's 'how much more work gets done'")
+
+
 def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The issue's goals, each met or missed, with the numbers behind it."""
     out: list[dict[str, Any]] = []
@@ -109,6 +114,14 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         mine = ours["utilization"]["average"]
         add("utilization >= the best baseline's", round(mine, 6),
             f">= {best:.6f} ({best_name})", mine >= best)
+        # the same, counting only work kept: a preempted run's GPU-time,
+        # thrown away, is in the utilization above (docs/replay.md)
+        kept_name = max(baselines,
+                        key=lambda k: baselines[k]["work_balance"]["useful_utilization"])
+        kept = baselines[kept_name]["work_balance"]["useful_utilization"]
+        mine_kept = ours["work_balance"]["useful_utilization"]
+        add("useful utilization (work kept) >= the best baseline's", round(mine_kept, 6),
+            f">= {kept:.6f} ({kept_name})", mine_kept >= kept, USEFUL_WHY)
     frac = ours["reserved_start"]["fraction"]
     add("reserved work starts within one cycle when its reservation has room", frac,
         "1.0 (100 %)", None if frac is None else frac >= 1.0)

@@ -53,7 +53,7 @@ def test_caps_and_reserved_work_in_use() -> None:
     assert jain_of_burst([1 * G, 0.0], [1 * G, 0.0]) is None  # one team entitled
 
 
-def _run(policy: str) -> dict[str, object]:
+def _run(policy: str, part: str = "fairness") -> dict[str, object]:
     # 8 GPUs; a and b reserve 2 each, equal weights. b starts six long 1-GPU
     # elastic jobs at 0; a sends four at 10. SPEC: surplus 4, 2 each, so each
     # team uses 4 (2 reserved-backed + 2 burst). fifo keeps b's six: a gets 2.
@@ -68,9 +68,9 @@ def _run(policy: str) -> dict[str, object]:
     base, _ = build("apportion", org, Trace("t", tuple(jobs)))
     scenario, team_by_name = build(policy, org, Trace("t", tuple(jobs)))
     result = simulate(scenario, until=200, policy=POLICIES[policy])
-    fairness: dict[str, object] = metrics.compute(result, team_by_name, base.tree, "main",
-                                                  0, 200)["fairness"]
-    return fairness
+    measured: dict[str, object] = metrics.compute(result, team_by_name, base.tree, "main",
+                                                  0, 200)[part]
+    return measured
 
 
 def test_the_index_drops_when_the_outcome_is_unfair() -> None:
@@ -117,3 +117,17 @@ def test_on_one_gpu_jobs_apportion_holds_every_team_within_a_job_of_its_share() 
     assert fair["reclaim-to-quota"]["jain_spec_workloads"] < 0.9
     goal = next(g for g in results["goals"] if g["goal"].startswith("Jain"))
     assert goal["met"] is True
+
+
+def test_thrown_away_work_is_split_by_what_preempted_it() -> None:
+    # apportion takes two of b's six 1-GPU jobs for a's four at the same
+    # priority (a under its share, b over): fair share, 2 GPUs x 10 s lost
+    pre = _run("apportion", "preemptions")
+    kinds = pre["by_kind"]
+    assert isinstance(kinds, dict)
+    assert kinds["fair_share_same_priority"] == {"count": 2,
+                                                 "gpu_hours_lost": pytest.approx(20 / 3600)}
+    assert sum(k["count"] for k in kinds.values()) == pre["count"] == 2
+    assert sum(k["gpu_hours_lost"] for k in kinds.values()) == pytest.approx(
+        pre["gpu_hours_lost"])
+    assert set(kinds) == set(metrics.PREEMPTION_KINDS)

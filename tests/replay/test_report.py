@@ -136,6 +136,15 @@ def test_idle_and_work_balance_tables_are_the_json_s_values(
         assert wb["allocated_gpu_h"] == pytest.approx(
             r["utilization"]["average"] * capacity * window / 3600)
         assert summary["useful util %"][i] == f"{100 * wb['useful_utilization']:.2f}"
+        kinds = r["preemptions"]["by_kind"]
+        assert sum(k["count"] for k in kinds.values()) == r["preemptions"]["count"]
+        assert sum(k["gpu_hours_lost"] for k in kinds.values()) == pytest.approx(
+            r["preemptions"]["gpu_hours_lost"])
+        thrown = {row[0]: row[1:] for row in report.preemption_rows(results)}
+        for title, key in report.PREEMPTION_ROWS:
+            assert thrown[title][i] == (f"{kinds[key]['count']} / "
+                                        f"{report.fmt(kinds[key]['gpu_hours_lost'], 'num')}")
+            assert f"<td>{thrown[title][i]}</td>" in page
         for title, key in (("Jain (SPEC 4, fluid)", "jain_spec"),
                            ("Jain (SPEC 4, whole workloads)", "jain_spec_workloads")):
             jain = r["fairness"][key]

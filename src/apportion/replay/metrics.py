@@ -214,6 +214,7 @@ def _preemptions(result: SimResult, states: Sequence[WorkloadState],
     reserved_victims = 0
     victims_by_team: dict[str, int] = defaultdict(int)
     times = []
+    by_kind = {k: {"count": 0, "gpu_hours_lost": 0.0} for k in PREEMPTION_KINDS}
     for p in result.preemptions:
         victim = by_id.get(p.victim)
         freed_by[(p.by, p.at)] += p.milli
@@ -225,8 +226,15 @@ def _preemptions(result: SimResult, states: Sequence[WorkloadState],
             reserved_victims += 1
         running_at = next((a.running_at for a in all_attempts(victim)
                            if a.attempt == p.attempt), None)
+        hours = 0.0
         if running_at is not None:
-            lost += p.milli * max(0, p.at - running_at) / 1000 / 3600
+            hours = p.milli * max(0, p.at - running_at) / 1000 / 3600
+            lost += hours
+        preemptor = by_id.get(p.by)
+        if preemptor is not None:
+            kind = by_kind[_preemption_kind(preemptor, victim, team_by_name)]
+            kind["count"] += 1
+            kind["gpu_hours_lost"] += hours
     needed = sum(size_of(by_id[by]) for (by, _at) in freed_by if by in by_id)
     freed = sum(freed_by.values())
     counts, _ = np.histogram(times, bins=edges) if times else (np.zeros(len(edges) - 1), None)
@@ -239,8 +247,34 @@ def _preemptions(result: SimResult, states: Sequence[WorkloadState],
         "gpu_hours_lost": lost,
         "reserved_preempted": reserved_victims,
         "series": [int(c) for c in counts],
+        "by_kind": by_kind,
         "victims_by_team": dict(victims_by_team),
     }
+
+
+#: Why work was preempted, by what took it (``preemptions.by_kind``): a
+#: reserved workload taking back its reservation (SPEC 6.4, any elastic
+#: victim); elastic work of a higher priority; elastic work of the same
+#: priority, another team (SPEC 6.4's fair share: the victim's team over its
+#: entitlement); elastic work of a lower priority, another team (the same
+#: rule: entitlements, not priorities, decide across teams); and elastic work
+#: of the victim's own team (6.4's same-team rule, higher priority only).
+PREEMPTION_KINDS = ("reserved", "higher_priority", "fair_share_same_priority",
+                    "fair_share_lower_priority", "same_team")
+
+
+def _preemption_kind(preemptor: WorkloadState, victim: WorkloadState,
+                     team_by_name: Mapping[str, str]) -> str:
+    if preemptor.spec.is_reserved:
+        return "reserved"
+    if team_by_name.get(preemptor.name, preemptor.team) == team_by_name.get(victim.name,
+                                                                            victim.team):
+        return "same_team"
+    if preemptor.spec.priority > victim.spec.priority:
+        return "higher_priority"
+    if preemptor.spec.priority == victim.spec.priority:
+        return "fair_share_same_priority"
+    return "fair_share_lower_priority"
 
 
 def _waits(w: WorkloadState, end: int) -> list[tuple[int, int]]:

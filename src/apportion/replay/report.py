@@ -125,6 +125,25 @@ def balance_rows(results: Mapping[str, Any]) -> list[list[str]]:
             for title, key in BALANCE_ROWS]
 
 
+#: (row title, key in ``preemptions.by_kind``) of the thrown-away-work table
+PREEMPTION_ROWS: tuple[tuple[str, str], ...] = (
+    ("reserved work taking back its reservation", "reserved"),
+    ("elastic work of a higher priority", "higher_priority"),
+    ("fair share: same priority, another team", "fair_share_same_priority"),
+    ("fair share: lower priority, another team", "fair_share_lower_priority"),
+    ("the victim's own team, higher priority", "same_team"),
+)
+
+
+def preemption_rows(results: Mapping[str, Any]) -> list[list[str]]:
+    """Preemptions and the GPU-hours they threw away, by what took the GPUs."""
+    policies = list(results["policies"].values())
+    return [[title, *(f"{r['preemptions']['by_kind'][key]['count']} / "
+                      f"{fmt(r['preemptions']['by_kind'][key]['gpu_hours_lost'], 'num')}"
+                      for r in policies)]
+            for title, key in PREEMPTION_ROWS]
+
+
 def write(results: Mapping[str, Any], out: str) -> dict[str, str]:
     """results.json, the charts and report.html into folder ``out``; returns
     the paths written, by name."""
@@ -325,6 +344,8 @@ def to_html(results: Mapping[str, Any], pngs: Mapping[str, bytes]) -> str:
                    for row in idle_rows(results))
     balance = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
                       for row in balance_rows(results))
+    thrown = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
+                     for row in preemption_rows(results))
     why = "".join(f"<p>{e(g['goal'])}: {e(g['why'])}</p>" for g in results["goals"]
                   if g.get("why"))
     window = results["window"]
@@ -353,6 +374,8 @@ days). Org <code>{e(results['org']['source'])}</code>: {e(results['org']['descri
 <table><tr>{head}</tr>{idle}</table>
 <h2>Work balance, GPU-hours</h2>
 <table><tr>{head}</tr>{balance}</table>
+<h2>Preemptions / GPU-hours thrown away, by what preempted</h2>
+<table><tr>{head}</tr>{thrown}</table>
 <p>Definitions of every measure: docs/replay.md, "Measures".</p>
 <h2>Charts</h2>
 {charts}
@@ -388,6 +411,9 @@ def markdown(results: Mapping[str, Any]) -> str:
     lines += ["", "| work balance, GPU-h | " + " | ".join(f"`{n}`" for n in names) + " |",
               "|---|" + "---:|" * len(names)]
     lines += ["| " + " | ".join(row) + " |" for row in balance_rows(results)]
+    lines += ["", "| preemptions / GPU-h thrown away, by | "
+              + " | ".join(f"`{n}`" for n in names) + " |", "|---|" + "---:|" * len(names)]
+    lines += ["| " + " | ".join(row) + " |" for row in preemption_rows(results)]
     lines += ["", "| goal (apportion) | value | target | met? |", "|---|---:|---|---|"]
     lines += [f"| {g['goal']} | {_short(g['value'])} | {g['target']} | {_word(g['met'])} |"
               for g in results["goals"]]

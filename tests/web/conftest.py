@@ -48,6 +48,10 @@ class Site:
     demo: Demo
 
     def cycle(self) -> None:
+        # a live agent heartbeats all along: without it, a test that runs more
+        # than agent_timeout (60 s) after the session's demo database was made
+        # finds the nodes swept to ``unknown`` and nothing starts
+        self.demo.heartbeat()
         self.control.loop.tick()
         self.demo.report_running()
         self.control.loop.tick()

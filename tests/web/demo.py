@@ -30,6 +30,8 @@ class Demo:
     tokens: dict[str, str] = field(default_factory=dict)
     reported: set[tuple[int, int]] = field(default_factory=set)
     cursor: int = 0
+    #: what the agent reports at each heartbeat (a test may change it)
+    nodes: list[dict[str, Any]] = field(default_factory=lambda: list(NODES))
 
     def token(self, name: str, role: str, teams: list[str] | None = None,
               pool: str | None = None) -> str:
@@ -44,10 +46,13 @@ class Demo:
         self.ids[key] = wid
         return wid
 
-    def heartbeat(self) -> None:
+    def heartbeat(self, nodes: list[dict[str, Any]] | None = None) -> None:
         """The agent's liveness report: without it the nodes turn ``unknown``
-        once ``agent_timeout`` passes (a session-long server outlives it)."""
-        self.call("POST", "/v1/agent/heartbeat", self.agent, json={"nodes": NODES})
+        once ``agent_timeout`` passes (a session-long server outlives it).
+        ``nodes``: report these from now on."""
+        if nodes is not None:
+            self.nodes = nodes
+        self.call("POST", "/v1/agent/heartbeat", self.agent, json={"nodes": self.nodes})
 
     def report_running(self) -> int:
         """The agent's part: report every new start decision as running."""

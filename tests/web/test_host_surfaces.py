@@ -69,10 +69,10 @@ def test_a_bad_type_or_memory_is_a_field_error_and_stores_nothing(
 
 def test_the_pool_map_shows_host_cpu_and_memory_in_use_per_node(any_site: Site) -> None:
     site = any_site  # a fresh site: its scheduler runs cycles
-    site.api.post("/v1/agent/heartbeat", headers=site.demo.agent, json={"nodes": [
+    site.demo.heartbeat([
         {"name": "n1", "gpus": 8, "labels": {"rack": "r1"}, "cpu": 32, "memory_mib": 262144},
         {"name": "n2", "gpus": 8, "labels": {"rack": "r1"}},
-        {"name": "n3", "gpus": 8, "labels": {"rack": "r2"}}]}).raise_for_status()
+        {"name": "n3", "gpus": 8, "labels": {"rack": "r2"}}])
     site.demo.submit("hosty", team="nlp", gpus=1, pods=2, cpu=4, memory_mib=16384)
     site.cycle()
     hosty = next(w for w in site.api.get("/v1/workloads", headers=bearer(ADMIN_TOKEN)).json()[

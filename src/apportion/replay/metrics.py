@@ -551,7 +551,8 @@ def _jain_spec(tree: OrgTree, pool: str, spans: Sequence[Span],
             indices.append(value)
             near = whole_workload_shares(burst, entitled, [float(step_up[t][k]) for t in tops],
                                          [float(step_down[t][k]) for t in tops])
-            whole.append(jain_of_burst(near, entitled) or 1.0)
+            near_value = jain_of_burst(near, entitled)  # the same teams: never None here
+            whole.append(value if near_value is None else near_value)
     return {
         "samples_compared_spec": len(indices),
         "jain_spec": float(np.mean(indices)) if indices else None,

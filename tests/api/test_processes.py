@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -37,10 +38,14 @@ def server(url: str, port: int, *args: str, **extra_env: str
            ) -> Iterator[subprocess.Popen[bytes]]:
     env = {**os.environ, "APPORTION_DATABASE_URL": url, "APPORTION_BOOTSTRAP_TOKEN": TOKEN,
            "APPORTION_CYCLE_INTERVAL": "0.2", "APPORTION_RATE_LIMIT": "0", **extra_env}
+    # stderr goes to a file, never to a pipe nobody reads: a server's warnings
+    # (a lease lost, a connection ended by the idle timeout) filled a 64 KiB pipe
+    # after a few chaos rounds and froze its logging, and with it its scheduler
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in the finally below)
     proc = subprocess.Popen(
         [sys.executable, "-c", "from apportion.cli.main import main; main()", "server",
          "--port", str(port), "--log-level", "warning", *args],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        env=env, stdout=subprocess.DEVNULL, stderr=log)
     try:
         # Bounded, and generous: a server's start (imports, migrations) took over 30 s
         # on a machine with both cores busy.
@@ -52,7 +57,8 @@ def server(url: str, port: int, *args: str, **extra_env: str
             except httpx.HTTPError:
                 time.sleep(0.1)
             if proc.poll() is not None:
-                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "died")
+                log.seek(0)
+                raise RuntimeError(log.read().decode(errors="replace") or "died")
         else:
             raise RuntimeError("server did not start")
         yield proc
@@ -60,6 +66,7 @@ def server(url: str, port: int, *args: str, **extra_env: str
         if proc.poll() is None:
             proc.kill()
         proc.wait(10)
+        log.close()
 
 
 def org_with_node(base: str, gpus: int, nodes: int = 1) -> dict[str, str]:

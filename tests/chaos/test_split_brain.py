@@ -45,6 +45,18 @@ def _cycles(url: str) -> list[tuple[int, str, int]]:
     return [(int(i), str(h).split(":")[1], int(t)) for i, h, t in rows]  # pid of the holder
 
 
+def _sessions(url: str) -> list[tuple[object, ...]]:
+    """Every session on the test's database: state, what it waits for, its query."""
+    engine = make_disposable_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text(
+                "SELECT pid, state, wait_event_type, wait_event, left(query, 80) "
+                "FROM pg_stat_activity WHERE datname = current_database()")).all()]
+    finally:
+        engine.dispose()
+
+
 def test_a_frozen_leader_never_commits_after_its_successor(
         pg_server: PgServer) -> None:  # noqa: F811
     url = pg_server.create_database()
@@ -52,7 +64,10 @@ def test_a_frozen_leader_never_commits_after_its_successor(
     bases = [f"http://127.0.0.1:{p}/v1" for p in ports]
     # a frozen leader's open transaction ends after 3 s (APPORTION_PG_IDLE_TIMEOUT):
     # without it, a leader frozen inside one held the lease's and the
-    # organization's row locks, and the other server waited for it for ever
+    # organization's row locks, and the other server waited for it for ever.
+    # Frozen while it received a large result, its session sat in ClientWrite,
+    # which no idle timeout ends: tcp_user_timeout (the same 3 s) does
+    # (tests/store/test_migrations.py, the large-result test)
     env = {"APPORTION_LEASE_TTL": "1", "APPORTION_PG_IDLE_TIMEOUT": "3"}
     stop = threading.Event()
     with server(url, ports[0], **env) as first, server(url, ports[1], **env) as second:
@@ -88,9 +103,12 @@ def test_a_frozen_leader_never_commits_after_its_successor(
                 try:
                     # the other takes the lease and commits (bounded)
                     # the frozen one stays frozen until the other has committed twice
-                    wait_until(lambda b=before, p=pid_other: sum(
-                        cid > b and h == p for cid, h, _t in _cycles(url)) >= 2,
-                        timeout=60, what=f"the other server to commit twice (round {k})")
+                    try:
+                        wait_until(lambda b=before, p=pid_other: sum(
+                            cid > b and h == p for cid, h, _t in _cycles(url)) >= 2,
+                            timeout=60, what=f"the other server to commit twice (round {k})")
+                    except AssertionError as stalled:  # say what holds it up
+                        raise AssertionError(f"{stalled}; sessions: {_sessions(url)}") from None
                 finally:
                     procs[leader].send_signal(signal.SIGCONT)
                 frozen_rounds += 1

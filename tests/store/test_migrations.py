@@ -188,3 +188,72 @@ def test_a_session_frozen_inside_a_transaction_is_ended_by_postgresql(
         db.dispose()
         watcher.dispose()
         pg_server.drop_database(url)
+
+
+def test_a_session_frozen_while_it_reads_a_large_result_is_ended(
+        pg_server: PgServer) -> None:
+    """A process frozen while it *receives* a result leaves its backend blocked
+    writing to the socket (``ClientWrite``, state ``active``): no idle or
+    statement timeout interrupts that, and its row locks stayed until it woke.
+    A leader frozen inside a large read under the lease's lock stalled the
+    other server for ever (tests/chaos/test_split_brain.py, 180 s waited in
+    CI). ``tcp_user_timeout`` (``pg_idle_timeout``) now ends the session."""
+    import signal
+    import subprocess
+    import sys
+
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    url = pg_server.create_database()
+    watcher = Database(url, pg_idle_timeout=0)
+    with watcher.write() as w:
+        w.execute(text("CREATE TABLE probe (id int PRIMARY KEY, v int)"))
+        w.execute(text("INSERT INTO probe VALUES (1, 0)"))
+    child = subprocess.Popen([sys.executable, "-c", f"""
+from sqlalchemy import text
+from apportion.store.db import Database
+db = Database({url!r}, pg_idle_timeout=1.0)
+with db.write() as s:
+    print(s.execute(text("SELECT pg_backend_pid() FROM probe WHERE id = 1 FOR UPDATE"))
+          .scalar_one(), flush=True)
+    s.execute(text("SELECT repeat('x', 1000) FROM generate_series(1, 5000000)")).all()
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        pid = int(child.stdout.readline())
+
+        def backend(p: int = pid) -> tuple[str, str | None] | None:
+            with watcher.read() as w:
+                row = w.execute(text("SELECT state, wait_event FROM pg_stat_activity "
+                                     "WHERE pid = :p"), {"p": p}).first()
+            return None if row is None else (row[0], row[1])
+
+        # frozen once its large read is running (frozen before, it would sit idle
+        # in the transaction: the other test's case)
+        wait_until(lambda: (backend() or ("",))[0] == "active", timeout=30,
+                   what="the child's large read to start")
+        child.send_signal(signal.SIGSTOP)
+
+        # the frozen reader's backend blocks writing the result (or is already gone)
+        seen = wait_until(lambda: [backend()] if backend() in (None, ("active", "ClientWrite"))
+                          else None, timeout=30, what="the backend to block in ClientWrite")[0]
+        assert seen in (None, ("active", "ClientWrite"))
+
+        def row_free() -> bool:
+            try:
+                with watcher.write() as w:
+                    w.execute(text("SET LOCAL lock_timeout = 200"))
+                    w.execute(text("UPDATE probe SET v = v + 1 WHERE id = 1"))
+                return True
+            except OperationalError:  # still locked by the frozen reader
+                return False
+
+        wait_until(row_free, timeout=30, what="the frozen reader's row lock to go")
+        wait_until(lambda: backend() is None, timeout=30, what="its session to end")
+    finally:
+        child.send_signal(signal.SIGCONT)
+        child.kill()
+        child.wait(10)
+        watcher.dispose()
+        pg_server.drop_database(url)

@@ -12,6 +12,11 @@
   held its row locks — the lease's, the organization's — until it woke, and
   every other process's scheduler and writes waited for it; PostgreSQL now
   ends such a session and its locks go with it (docs/reliability.md).
+  The idle timeout does not reach a session frozen while it *receives* a
+  result: its backend sits in ``ClientWrite`` (state ``active``), which no
+  idle or statement timeout interrupts. ``tcp_user_timeout`` (the same value)
+  ends that one: data the frozen process's socket leaves unacknowledged for
+  that long closes the connection (TCP connections; not a Unix socket).
 """
 
 from __future__ import annotations
@@ -94,7 +99,8 @@ class Database:
             idle_ms = max(0, round(pg_idle_timeout * 1000))
             self.engine = create_engine(
                 self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
-                connect_args={"options": f"-c idle_in_transaction_session_timeout={idle_ms}"},
+                connect_args={"options": f"-c idle_in_transaction_session_timeout={idle_ms} "
+                                         f"-c tcp_user_timeout={idle_ms}"},
             )
             self.read_engine = self.engine
         self._writes = sessionmaker(self.engine, expire_on_commit=False)

@@ -233,6 +233,22 @@ def test_cancel_by_array(api: Api) -> None:
     assert api.call("POST", "/v1/arrays/999999/cancel").status_code == 404
 
 
+def test_an_array_cancel_with_a_version_is_refused_and_cancels_nothing(api: Api) -> None:
+    """An array has no version: a ``version`` was accepted and never checked, so a
+    client that sent one believed it guarded the cancel. Now a 422 naming it."""
+    api.org()
+    first = api.submit(name="s", team="nlp", gpus=1, array="0-2")
+    r = api.call("POST", f"/v1/arrays/{first['array_id']}/cancel",
+                 json={"version": first["version"], "message": "stale view"})
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert "version" in str(error) and "message" in str(error), error
+    members = api.ok("GET", "/v1/workloads", params={"array": first["array_id"]})
+    assert len(members) == 3 and "Cancelled" not in {m["status"] for m in members}
+    out = api.ok("POST", f"/v1/arrays/{first['array_id']}/cancel", json={"message": "done"})
+    assert len(out["cancelled"]) == 3
+
+
 @pytest.mark.parametrize(("array", "text"), [("0-10000", "10000"), ("5-1", "not a valid"),
                                              ("x", "not an index"), ("0-3%0", "limit")])
 def test_bad_arrays_are_refused(api: Api, array: str, text: str) -> None:

@@ -585,6 +585,15 @@ class CancelBody(Strict):
     message: Annotated[StrictStr, Field(max_length=4096)] | None = None
 
 
+class ArrayCancelBody(Strict):
+    """An array's cancel: a message only. An array has no version of its own, so
+    a ``version`` here is refused (422 naming it) rather than accepted and not
+    checked; to cancel one member only if it is unchanged, cancel it by its id
+    with its version."""
+
+    message: Annotated[StrictStr, Field(max_length=4096)] | None = None
+
+
 class ReasonModel(BaseModel):
     code: ReasonCode = Field(description="SPEC section 7 (docs/scheduling.md)")
     message: str

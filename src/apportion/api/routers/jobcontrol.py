@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request
 
 from apportion.api.deps import CtxDep, IdemDep, WorkloadId, capture_response, run_command
-from apportion.api.schemas import CancelBody, Envelope, WorkloadRead
+from apportion.api.schemas import ArrayCancelBody, Envelope, WorkloadRead
 from apportion.api.schemas_jobcontrol import ArrayCancelRead
 from apportion.domain import limits
 from apportion.service import jobcontrol
@@ -42,7 +42,7 @@ def release(request: Request, ctx: CtxDep, idem: IdemDep, workload_id: WorkloadI
 
 @router.post("/arrays/{array_id}/cancel", response_model=Envelope[ArrayCancelRead])
 def cancel_array(request: Request, ctx: CtxDep, idem: IdemDep, array_id: ArrayId,
-                 body: CancelBody | None = None) -> dict[str, Any]:
+                 body: ArrayCancelBody | None = None) -> dict[str, Any]:
     """Cancel every member of the array that has not ended."""
     message = (body.message if body else None) or ""
     return run_command(request, ctx, idem,

@@ -18,6 +18,7 @@ import contextlib
 import os
 import signal
 import threading
+from typing import Any
 
 import httpx
 import pytest
@@ -34,27 +35,25 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 ROUNDS = 50 if os.environ.get("APPORTION_CHAOS_LONG") else 5
 
 
-def _cycles(url: str) -> list[tuple[int, str, int]]:
+def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:
+    """``sql``'s rows on the test's database, through a connection of its own."""
     engine = make_disposable_engine(url)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(text(
-                "SELECT id, holder, fencing_token FROM cycles ORDER BY id")).all()
+            return [tuple(r) for r in conn.execute(text(sql)).all()]
     finally:
         engine.dispose()
+
+
+def _cycles(url: str) -> list[tuple[int, str, int]]:
+    rows = _rows(url, "SELECT id, holder, fencing_token FROM cycles ORDER BY id")
     return [(int(i), str(h).split(":")[1], int(t)) for i, h, t in rows]  # pid of the holder
 
 
-def _sessions(url: str) -> list[tuple[object, ...]]:
+def _sessions(url: str) -> list[tuple[Any, ...]]:
     """Every session on the test's database: state, what it waits for, its query."""
-    engine = make_disposable_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text(
-                "SELECT pid, state, wait_event_type, wait_event, left(query, 80) "
-                "FROM pg_stat_activity WHERE datname = current_database()")).all()]
-    finally:
-        engine.dispose()
+    return _rows(url, "SELECT pid, state, wait_event_type, wait_event, left(query, 80) "
+                      "FROM pg_stat_activity WHERE datname = current_database()")
 
 
 def test_a_frozen_leader_never_commits_after_its_successor(
